@@ -1,0 +1,1 @@
+# bench/: the ebizzy clone, the microbenchmarks and `make bench`.

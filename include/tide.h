@@ -1,0 +1,99 @@
+/*
+ * tide.h - public interface of the tide memory allocator.
+ *
+ * tide is a drop-in malloc: preloading or linking libtide replaces malloc, free and
+ * friends for the whole process.  The tide_-prefixed twins below are for programs
+ * that want to call tide explicitly (for example beside another allocator), and the
+ * tide_conf_*, tide_purge and tide_stats_* calls expose tide's own controls.
+ */
+#ifndef TIDE_H
+#define TIDE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <malloc.h> /* struct mallinfo2 */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIDE_VERSION "0.1.0"
+
+/* ---- the malloc family (glibc semantics, errno as POSIX says) ---- */
+void *tide_malloc(size_t size);
+void tide_free(void *ptr);
+void *tide_calloc(size_t nmemb, size_t size);
+void *tide_realloc(void *ptr, size_t size);
+void *tide_reallocarray(void *ptr, size_t nmemb, size_t size);
+int tide_posix_memalign(void **memptr, size_t alignment, size_t size);
+void *tide_aligned_alloc(size_t alignment, size_t size);
+void *tide_memalign(size_t alignment, size_t size);
+void *tide_valloc(size_t size);
+void *tide_pvalloc(size_t size);
+size_t tide_malloc_usable_size(void *ptr);
+void tide_free_sized(void *ptr, size_t size);
+void tide_free_aligned_sized(void *ptr, size_t alignment, size_t size);
+int tide_malloc_trim(size_t pad);
+struct mallinfo2 tide_mallinfo2(void);
+void tide_malloc_stats(void);
+
+/* ---- configuration (the keys of TIDE_CONF; TIDE_CONF=help lists them) ---- */
+/* Set KEY to VALUE at run time. Returns 0, or -1 with errno EINVAL (unknown key or bad
+ * value, a warning is printed) or EPERM (the key can only be set through TIDE_CONF). */
+int tide_conf_set(const char *key, const char *value);
+/* Write KEY's current value as text into BUF. Returns 0, or -1 with errno EINVAL. */
+int tide_conf_get(const char *key, char *buf, size_t len);
+
+/* ---- purging ---- */
+/* Return every free page to the kernel now, by the purge policy in force
+ * (purge:none is treated as dontneed here). Returns the number of bytes purged. */
+size_t tide_purge(void);
+
+/* ---- statistics ---- */
+/* Counters of the whole process. Bytes unless a name says otherwise. They reconcile:
+ *   active + dirty + lazy + clean + metadata == mapped
+ *   allocated <= active */
+typedef struct tide_stats_s {
+    uint64_t size;            /* sizeof(tide_stats_t) as the library knows it */
+    uint64_t mapped;          /* address space tide has mapped (all ranges) */
+    uint64_t active;          /* pages in slabs and large blocks in use */
+    uint64_t allocated;       /* bytes handed out to the program (size classes) */
+    uint64_t dirty;           /* free pages still resident, waiting to be purged */
+    uint64_t lazy;            /* free pages given back with MADV_FREE, not reused yet */
+    uint64_t clean;           /* free pages purged with MADV_DONTNEED or never touched */
+    uint64_t metadata;        /* page map, extent descriptors, arenas */
+    uint64_t resident;        /* RSS of tide's ranges (mincore), computed on request */
+    uint64_t lazyfree_est;    /* estimate of bytes the kernel still counts as LazyFree */
+    uint64_t nranges;         /* contiguous ranges tide has reserved (normally 1) */
+    uint64_t vmas;            /* VMAs of /proc/self/maps inside tide's ranges */
+    uint64_t nmalloc_large;   /* large allocations served from the page heap */
+    uint64_t nfree_large;
+    uint64_t nslabs;          /* live slabs */
+    uint64_t madvise_calls[3];   /* [0] MADV_DONTNEED, [1] MADV_FREE, [2] MADV_HUGEPAGE */
+    uint64_t madvise_bytes[3];
+    uint64_t process_madvise_calls;
+    uint64_t process_madvise_bytes;
+    uint64_t purges;          /* purge passes that released memory */
+    uint64_t purged_bytes;
+    uint64_t grows;           /* extensions of a range (mmap calls) */
+    uint64_t remap_moves;     /* large reallocs moved with mremap */
+    uint64_t remap_heals;     /* moved blocks healed back into one VMA */
+    uint64_t remap_copies;    /* large reallocs that had to copy */
+    uint64_t remap_in_place;  /* large reallocs grown or shrunk in place */
+    uint64_t remap_live;      /* moved blocks not yet healed */
+    uint64_t narenas;
+    uint64_t nthreads;        /* threads with a live thread cache */
+} tide_stats_t;
+
+/* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */
+int tide_stats_get(tide_stats_t *out, size_t stats_size);
+/* Print the statistics on stderr, as text, or as one JSON object when json != 0. */
+void tide_stats_print(int json);
+
+/* The address ranges tide owns: fills up to MAX [lo, hi) pairs, returns how many exist. */
+size_t tide_ranges(uintptr_t (*out)[2], size_t max);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDE_H */

@@ -1,0 +1,1 @@
+/* placeholder: the core lands in the next commits */

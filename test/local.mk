@@ -1,0 +1,1 @@
+# test/: the Criterion suites run by `make check`.
