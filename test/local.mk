@@ -1,1 +1,2 @@
 # test/: the Criterion suites run by `make check`.
+include test/ebizzy.mk
