@@ -1,0 +1,43 @@
+/* size_class.h - from a request size to its class, and to the bytes tide hands out.
+ *
+ * Requests up to SC_SMALL_MAX are served from slabs, up to SC_CACHED_MAX from
+ * page-multiple "large cached" classes, and above that from whole pages. */
+#ifndef TIDE_SIZE_CLASS_H
+#define TIDE_SIZE_CLASS_H
+
+#include "size_classes.h"
+#include "util.h"
+
+/* The class of SIZE, for SIZE <= SC_CACHED_MAX (0 counts as 1). */
+TIDE_INLINE unsigned sz_class(size_t size)
+{
+    if (likely(size <= SC_LOOKUP_MAX))
+        return sc_lookup[(size + 15) >> 4];
+    size_t x = size - 1;
+    unsigned lg = lg_floor(x), shift = lg - 2;
+    return 4 + (lg - 6) * 4 + (unsigned)((x >> shift) & 3);
+}
+
+static inline bool sz_is_small_class(unsigned cls) { return cls < SC_NSMALL; }
+
+/* The usable size tide gives a request of SIZE bytes; 0 when SIZE is too large. */
+static inline size_t sz_usable(size_t size)
+{
+    if (size <= SC_CACHED_MAX)
+        return sc_size[sz_class(size)];
+    if (size > PTRDIFF_MAX - PAGE)
+        return 0;
+    return ALIGN_UP(size, PAGE);
+}
+
+/* The class whose extent is exactly NPAGES pages, or -1 when none is. */
+static inline int sz_large_class_of_pages(size_t npages)
+{
+    size_t bytes = npages << LG_PAGE;
+    if (bytes < sc_size[SC_NSMALL] || bytes > SC_CACHED_MAX)
+        return -1;
+    unsigned c = sz_class(bytes);
+    return sc_size[c] == bytes ? (int)c : -1;
+}
+
+#endif

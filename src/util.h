@@ -1,0 +1,53 @@
+/* util.h - small helpers every tide module uses: branch hints, sizes, alignment. */
+#ifndef TIDE_UTIL_H
+#define TIDE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define TIDE_EXPORT __attribute__((visibility("default")))
+#define TIDE_NOINLINE __attribute__((noinline))
+#define TIDE_INLINE static inline __attribute__((always_inline))
+#define TIDE_COLD __attribute__((cold, noinline))
+#define TIDE_CACHELINE 64
+#define TIDE_ALIGNED_CL __attribute__((aligned(TIDE_CACHELINE)))
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+
+/* tide is built for 4 KiB base pages (x86_64, aarch64 with 4K); checked at start-up. */
+#define LG_PAGE 12
+#define PAGE ((size_t)1 << LG_PAGE)
+#define PAGE_MASK (PAGE - 1)
+#define LG_HUGEPAGE 21
+#define HUGEPAGE ((size_t)1 << LG_HUGEPAGE)
+
+/* The smallest alignment every allocation has. */
+#define LG_QUANTUM 4
+#define QUANTUM ((size_t)1 << LG_QUANTUM)
+
+#define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
+#define ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a) - 1))
+#define IS_POW2(x) ((x) != 0 && ((x) & ((x) - 1)) == 0)
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* Relaxed atomics for counters and published words; plain loads in the generated code. */
+#define ATOMIC_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ATOMIC_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ATOMIC_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define ATOMIC_SUB(p, v) __atomic_fetch_sub((p), (v), __ATOMIC_RELAXED)
+#define ATOMIC_LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ATOMIC_STORE_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+static inline size_t pages_of(size_t bytes) { return (bytes + PAGE_MASK) >> LG_PAGE; }
+static inline unsigned lg_floor(size_t x) { return 63u - (unsigned)__builtin_clzl(x); }
+
+#endif
