@@ -1,0 +1,405 @@
+/* os.c - every system call tide makes.
+ *
+ * Contract (see os.h): return 0 or an errno value, count what was done, never
+ * allocate.  Failures other than ENOMEM/EEXIST are returned too; the layers above
+ * decide whether they are fatal. */
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+#ifndef MADV_FREE
+#define MADV_FREE 8
+#endif
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+/* Linux 6.14+: a pidfd meaning "the calling thread's process", no fd needed. */
+#define OS_PIDFD_SELF (-10000)
+
+#define OS_PROT (PROT_READ | PROT_WRITE)
+#define OS_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+
+os_counters_t os_counters;
+
+static int os_dontunmap = -1;       /* -1 unknown, 0 no, 1 yes */
+static int os_pmadv_fd = OS_PIDFD_SELF;
+static int os_pmadv_state;          /* 0 untried, 1 works, -1 unavailable */
+
+static const int os_advice_value[OS_ADV_COUNT] = { MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE };
+
+#ifdef TIDE_FAULT_INJECTION
+static long os_fault_skip[OS_OP_COUNT], os_fault_count[OS_OP_COUNT];
+
+void os_fault_set(os_op_t op, long skip, long count)
+{
+    ATOMIC_STORE(&os_fault_skip[op], skip);
+    ATOMIC_STORE(&os_fault_count[op], count);
+}
+
+static bool os_fault(os_op_t op)
+{
+    if (ATOMIC_LOAD(&os_fault_count[op]) <= 0)
+        return false;
+    if (ATOMIC_SUB(&os_fault_skip[op], 1) > 0)
+        return false;
+    return ATOMIC_SUB(&os_fault_count[op], 1) > 0;
+}
+#else
+#define os_fault(op) false
+#endif
+
+void os_init(void)
+{
+    /* The page map's shift is a compile-time constant. */
+    unsigned long pg = getauxval(AT_PAGESZ);
+    if (pg && pg != PAGE) {
+        static const char msg[] = "tide: this build needs 4 KiB pages\n";
+        os_write_stderr(msg, sizeof msg - 1);
+        abort();
+    }
+}
+
+void os_postfork_child(void)
+{
+    /* A pidfd opened by the parent names the parent. */
+    if (os_pmadv_fd >= 0) {
+        close(os_pmadv_fd);
+        os_pmadv_fd = OS_PIDFD_SELF;
+        os_pmadv_state = 0;
+    }
+}
+
+int os_map_at(uintptr_t addr, size_t size)
+{
+    if (os_fault(OS_OP_MAP))
+        return ENOMEM;
+    void *p = mmap((void *)addr, size, OS_PROT, OS_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
+    ATOMIC_ADD(&os_counters.map_calls, 1);
+    if (p == MAP_FAILED)
+        return errno == EEXIST ? EEXIST : ENOMEM;
+    if ((uintptr_t)p != addr) {
+        /* A kernel older than 4.17 took the flag as a hint: this mapping is not ours to keep. */
+        munmap(p, size);
+        return EEXIST;
+    }
+    return 0;
+}
+
+int os_map_anywhere(size_t size, size_t align, uintptr_t *out)
+{
+    if (os_fault(OS_OP_MAP))
+        return ENOMEM;
+    size_t len = size + align;
+    if (len < size)
+        return ENOMEM;
+    void *p = mmap(NULL, len, OS_PROT, OS_FLAGS, -1, 0);
+    ATOMIC_ADD(&os_counters.map_calls, 1);
+    if (p == MAP_FAILED)
+        return ENOMEM;
+    uintptr_t a = ALIGN_UP((uintptr_t)p, align);
+    /* Trim the slack outside the aligned span: it never was part of a tide range. */
+    if (a > (uintptr_t)p)
+        munmap(p, a - (uintptr_t)p);
+    if ((uintptr_t)p + len > a + size)
+        munmap((void *)(a + size), (uintptr_t)p + len - (a + size));
+    *out = a;
+    return 0;
+}
+
+int os_map_over(uintptr_t addr, size_t size)
+{
+    if (os_fault(OS_OP_HEAL))
+        return ENOMEM;
+    void *p = mmap((void *)addr, size, OS_PROT, OS_FLAGS | MAP_FIXED, -1, 0);
+    ATOMIC_ADD(&os_counters.heal_calls, 1);
+    return p == MAP_FAILED ? errno : 0;
+}
+
+int os_purge(uintptr_t addr, size_t size, os_advice_t advice)
+{
+    if (os_fault(OS_OP_PURGE))
+        return ENOMEM;
+    int r = madvise((void *)addr, size, os_advice_value[advice]);
+    ATOMIC_ADD(&os_counters.madvise_calls[advice], 1);
+    if (r != 0)
+        return errno;
+    ATOMIC_ADD(&os_counters.madvise_bytes[advice], size);
+    return 0;
+}
+
+static long os_process_madvise(const struct iovec *iov, size_t n, int advice)
+{
+    return syscall(SYS_process_madvise, os_pmadv_fd, iov, n, advice, 0u);
+}
+
+int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice)
+{
+    if (n == 0)
+        return 0;
+    if (n == 1)
+        return os_purge((uintptr_t)iov[0].iov_base, iov[0].iov_len, advice);
+    if (os_fault(OS_OP_PURGE))
+        return ENOMEM;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    if (ATOMIC_LOAD(&os_pmadv_state) >= 0) {
+        /* The kernel takes at most IOV_MAX (1024) ranges a call. */
+        size_t done = 0;
+        while (done < n) {
+            size_t k = MIN(n - done, (size_t)1024), bytes = 0;
+            for (size_t i = 0; i < k; i++)
+                bytes += iov[done + i].iov_len;
+            long r = os_process_madvise(iov + done, k, os_advice_value[advice]);
+            if (r < 0 && errno == EBADF && os_pmadv_fd == OS_PIDFD_SELF) {
+                /* No PIDFD_SELF before 6.14: open a pidfd of our own process. */
+                int fd = (int)syscall(SYS_pidfd_open, getpid(), 0u);
+                if (fd >= 0) {
+                    int flags = fcntl(fd, F_GETFD);
+                    fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+                    os_pmadv_fd = fd;
+                    r = os_process_madvise(iov + done, k, os_advice_value[advice]);
+                }
+            }
+            if (r < 0 || (size_t)r != bytes)
+                break;
+            ATOMIC_ADD(&os_counters.process_madvise_calls, 1);
+            ATOMIC_ADD(&os_counters.process_madvise_bytes, bytes);
+            ATOMIC_STORE(&os_pmadv_state, 1);
+            done += k;
+        }
+        if (done == n)
+            return 0;
+        if (ATOMIC_LOAD(&os_pmadv_state) == 0)
+            ATOMIC_STORE(&os_pmadv_state, -1);
+        iov += done;
+        n -= done;
+    }
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        int r = os_purge((uintptr_t)iov[i].iov_base, iov[i].iov_len, advice);
+        if (r)
+            err = r;
+    }
+    return err;
+}
+
+int os_hugepage(uintptr_t addr, size_t size)
+{
+    int r = madvise((void *)addr, size, MADV_HUGEPAGE);
+    ATOMIC_ADD(&os_counters.madvise_calls[OS_ADV_HUGEPAGE], 1);
+    if (r == 0)
+        ATOMIC_ADD(&os_counters.madvise_bytes[OS_ADV_HUGEPAGE], size);
+    return r ? errno : 0;
+}
+
+int os_move(uintptr_t src, size_t size, uintptr_t dst)
+{
+    if (os_fault(OS_OP_MOVE))
+        return ENOMEM;
+    void *p = mremap((void *)src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, (void *)dst);
+    ATOMIC_ADD(&os_counters.move_calls, 1);
+    return p == MAP_FAILED ? errno : 0;
+}
+
+int os_has_dontunmap(void)
+{
+    int known = ATOMIC_LOAD(&os_dontunmap);
+    if (known >= 0)
+        return known;
+    /* Probe on a private scratch mapping: an unknown flag is EINVAL before Linux 5.7. */
+    int ok = 0;
+    void *a = mmap(NULL, 2 * PAGE, OS_PROT, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a != MAP_FAILED) {
+        *(volatile char *)a = 1;
+        void *b = mremap(a, PAGE, PAGE, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, (char *)a + PAGE);
+        ok = b != MAP_FAILED && *(volatile char *)b == 1 && *(volatile char *)a == 0;
+        munmap(a, 2 * PAGE);
+    }
+    ATOMIC_STORE(&os_dontunmap, ok);
+    return ok;
+}
+
+uint64_t os_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void os_write_stderr(const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+unsigned os_ncpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return (unsigned)n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+uint64_t os_random_seed(void)
+{
+    uint64_t seed = 0;
+    const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+    if (r)
+        memcpy(&seed, r, sizeof seed);
+    return seed ^ os_now_ns() ^ ((uint64_t)getpid() << 32);
+}
+
+size_t os_resident(uintptr_t addr, size_t size)
+{
+    unsigned char vec[4096];
+    size_t resident = 0;
+    for (size_t off = 0; off < size;) {
+        size_t chunk = MIN(size - off, sizeof vec * PAGE);
+        if (mincore((void *)(addr + off), chunk, vec) == 0) {
+            for (size_t i = 0; i < chunk / PAGE; i++)
+                resident += vec[i] & 1;
+        }
+        off += chunk;
+    }
+    return resident * PAGE;
+}
+
+long os_read_file(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    while (len + 1 < cap) {
+        ssize_t r = read(fd, buf + len, cap - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    buf[len] = '\0';
+    return (long)len;
+}
+
+static uintptr_t os_parse_hex(const char **s)
+{
+    uintptr_t v = 0;
+    for (;; (*s)++) {
+        char c = **s;
+        if (c >= '0' && c <= '9')
+            v = v * 16 + (uintptr_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v = v * 16 + (uintptr_t)(c - 'a' + 10);
+        else
+            return v;
+    }
+}
+
+long os_count_vmas(uintptr_t lo, uintptr_t hi)
+{
+    /* Stream /proc/self/maps through a stack buffer: the file can be large. */
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[4096];
+    size_t have = 0;
+    long count = 0;
+    bool at_line_start = true;
+    for (;;) {
+        ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+        buf[have] = '\0';
+        size_t i = 0;
+        while (i < have) {
+            char *nl = memchr(buf + i, '\n', have - i);
+            if (!nl)
+                break;
+            if (at_line_start) {
+                const char *s = buf + i;
+                uintptr_t a = os_parse_hex(&s);
+                s++;
+                uintptr_t b = os_parse_hex(&s);
+                if (b > lo && a < hi)
+                    count++;
+            }
+            at_line_start = true;
+            i = (size_t)(nl - buf) + 1;
+        }
+        memmove(buf, buf + i, have - i);
+        have -= i;
+        if (have == sizeof buf - 1) { /* a line longer than the buffer: skip its tail */
+            if (at_line_start) {
+                const char *s = buf;
+                uintptr_t a = os_parse_hex(&s);
+                s++;
+                uintptr_t b = os_parse_hex(&s);
+                if (b > lo && a < hi)
+                    count++;
+            }
+            at_line_start = false;
+            have = 0;
+        }
+    }
+    close(fd);
+    return count;
+}
+
+long os_smaps_rollup_kb(const char *field)
+{
+    char buf[4096];
+    if (os_read_file("/proc/self/smaps_rollup", buf, sizeof buf) <= 0)
+        return -1;
+    size_t flen = strlen(field);
+    for (char *line = buf; line && *line;) {
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+            long v = 0;
+            for (char *s = line + flen + 1; *s; s++) {
+                if (*s >= '0' && *s <= '9')
+                    v = v * 10 + (*s - '0');
+                else if (*s != ' ')
+                    break;
+            }
+            return v;
+        }
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    return -1;
+}

@@ -1,0 +1,84 @@
+/* os.h - the OS layer: the only module that makes system calls.
+ *
+ * Every primitive returns 0 on success or an errno value; ENOMEM is the one failure
+ * the allocator above expects and recovers from.  Each call is counted for the
+ * statistics.  A build with --enable-fault-injection lets tests make chosen calls fail. */
+#ifndef TIDE_OS_H
+#define TIDE_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "util.h"
+
+typedef enum {
+    OS_ADV_DONTNEED = 0,
+    OS_ADV_FREE = 1,
+    OS_ADV_HUGEPAGE = 2,
+    OS_ADV_COUNT
+} os_advice_t;
+
+/* Operations that fault injection can make fail. */
+typedef enum {
+    OS_OP_MAP = 0, /* reserving or growing a range */
+    OS_OP_PURGE,   /* madvise / process_madvise */
+    OS_OP_MOVE,    /* mremap */
+    OS_OP_HEAL,    /* mmap(MAP_FIXED) over a moved block */
+    OS_OP_COUNT
+} os_op_t;
+
+typedef struct os_counters_s {
+    uint64_t madvise_calls[OS_ADV_COUNT];
+    uint64_t madvise_bytes[OS_ADV_COUNT];
+    uint64_t process_madvise_calls;
+    uint64_t process_madvise_bytes;
+    uint64_t map_calls;
+    uint64_t move_calls;
+    uint64_t heal_calls;
+} os_counters_t;
+
+extern os_counters_t os_counters;
+
+/* Start-up checks and probes (page size, MREMAP_DONTUNMAP, process_madvise). */
+void os_init(void);
+void os_postfork_child(void);
+
+/* Map SIZE bytes of fresh read-write anonymous memory (MAP_NORESERVE) at exactly ADDR,
+ * never replacing anything: EEXIST when something is there. */
+int os_map_at(uintptr_t addr, size_t size);
+/* Map SIZE bytes wherever the kernel likes, aligned to ALIGN. */
+int os_map_anywhere(size_t size, size_t align, uintptr_t *out);
+/* Replace our own pages [ADDR, ADDR+SIZE) with fresh ones (heals a moved block's VMA). */
+int os_map_over(uintptr_t addr, size_t size);
+
+/* Give pages back by ADVICE (OS_ADV_DONTNEED or OS_ADV_FREE). */
+int os_purge(uintptr_t addr, size_t size, os_advice_t advice);
+/* The same for N ranges at once (process_madvise where the kernel has it). */
+int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice);
+int os_hugepage(uintptr_t addr, size_t size);
+
+/* Move SIZE bytes of pages from SRC to DST (both ours, not overlapping), leaving SRC
+ * mapped and empty (mremap with MREMAP_DONTUNMAP). */
+int os_move(uintptr_t src, size_t size, uintptr_t dst);
+int os_has_dontunmap(void);
+
+uint64_t os_now_ns(void);
+void os_write_stderr(const char *s, size_t n);
+unsigned os_ncpus(void);
+uint64_t os_random_seed(void);
+/* Bytes of [ADDR, ADDR+SIZE) that are resident (mincore). */
+size_t os_resident(uintptr_t addr, size_t size);
+/* VMAs of /proc/self/maps that overlap [LO, HI); -1 when it cannot be read. */
+long os_count_vmas(uintptr_t lo, uintptr_t hi);
+/* Read a small /proc file into BUF (NUL-terminated); bytes read or -1. */
+long os_read_file(const char *path, char *buf, size_t cap);
+/* The value in kB of FIELD in /proc/self/smaps_rollup, or -1. */
+long os_smaps_rollup_kb(const char *field);
+
+#ifdef TIDE_FAULT_INJECTION
+/* Test hook: make the next COUNT calls of OP after SKIP successful ones fail with ENOMEM. */
+void os_fault_set(os_op_t op, long skip, long count);
+#endif
+
+#endif

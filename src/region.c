@@ -1,0 +1,170 @@
+/* region.c - reserving and growing tide's contiguous range(s).
+ *
+ * The first range is placed at a random 1 GiB-aligned address between 16 and 20 TiB,
+ * far below the kernel's mmap area and far above brk, so it can grow for terabytes.
+ * Growth is geometric (a quarter of what is mapped, at least 4 MiB) to keep the number
+ * of mmap calls logarithmic while VSZ stays within a small factor of the heap.  A new
+ * range is started only when the pages after the last one are taken or the kernel
+ * refuses to extend it. */
+#include "region.h"
+
+#include <errno.h>
+
+#include "os.h"
+
+region_t region;
+
+#define REGION_HINT_LO ((uintptr_t)16 << 40)
+#define REGION_HINT_SPAN_GIB 4096u
+#define REGION_MIN_GROW (4 * MiB)
+/* The page map is reserved for this many times the heap, so that it rarely grows. */
+#define REGION_PM_SLACK 8
+
+static size_t pm_bytes_for(size_t heap_bytes) { return ALIGN_UP((heap_bytes >> LG_PAGE) * sizeof(pm_entry_t), PAGE); }
+
+static void region_apply_thp(range_t *r)
+{
+    if (region.thp)
+        os_hugepage(r->pm_lo, r->end - r->pm_lo);
+}
+
+/* Reserve a new range of HEAP bytes (plus its page map) at HINT, or anywhere. */
+static int range_create(uintptr_t hint, size_t heap)
+{
+    unsigned n = region.nranges;
+    if (n == REGION_MAX_RANGES)
+        return ENOMEM;
+    size_t pm = pm_bytes_for(heap * REGION_PM_SLACK);
+    uintptr_t lo = 0;
+    int err = EEXIST;
+    if (hint) {
+        lo = hint - pm;
+        err = os_map_at(lo, pm + heap);
+    }
+    if (err) {
+        /* Anywhere, with slack so that base can sit on a 2 MiB boundary. */
+        uintptr_t a;
+        size_t total = pm + heap + HUGEPAGE;
+        err = os_map_anywhere(total, PAGE, &a);
+        if (err)
+            return err;
+        lo = a;
+        uintptr_t base = ALIGN_UP(a + pm, HUGEPAGE);
+        pm = base - a;
+        heap = a + total - base;
+    }
+    range_t *r = &region.ranges[n];
+    r->pm_lo = lo;
+    r->base = lo + pm;
+    ATOMIC_STORE(&r->end, r->base + heap);
+    region.heap_mapped += heap;
+    region.pm_mapped += pm;
+    region_apply_thp(r);
+    ATOMIC_STORE_REL(&region.nranges, n + 1);
+    return 0;
+}
+
+int region_init(bool thp)
+{
+    region.thp = thp;
+    uint64_t seed = os_random_seed();
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint64_t gib = (seed >> (attempt * 8)) % REGION_HINT_SPAN_GIB;
+        uintptr_t hint = REGION_HINT_LO + (uintptr_t)gib * GiB;
+        if (range_create(hint, REGION_MIN_GROW) == 0)
+            return 0;
+    }
+    return range_create(0, REGION_MIN_GROW);
+}
+
+/* Extend range R by LEN bytes at its end (and its page map below, when needed). */
+static int range_extend(range_t *r, size_t len)
+{
+    uintptr_t new_end = r->end + len;
+    if (new_end < r->end)
+        return ENOMEM;
+    uintptr_t pm_need = r->base - pm_bytes_for(new_end - r->base);
+    if (pm_need < r->pm_lo) {
+        uintptr_t want = r->base - pm_bytes_for((new_end - r->base) * REGION_PM_SLACK);
+        if (want > r->base) /* wrapped below 0 */
+            want = pm_need;
+        int err = os_map_at(want, r->pm_lo - want);
+        if (err && want != pm_need) {
+            want = pm_need;
+            err = os_map_at(want, r->pm_lo - want);
+        }
+        if (err)
+            return err;
+        region.pm_mapped += r->pm_lo - want;
+        r->pm_lo = want;
+    }
+    int err = os_map_at(r->end, len);
+    if (err)
+        return err;
+    region.heap_mapped += len;
+    ATOMIC_STORE_REL(&r->end, new_end);
+    region_apply_thp(r);
+    return 0;
+}
+
+int region_grow(size_t min_bytes, uintptr_t *addr, size_t *len, unsigned *range)
+{
+    size_t need = ALIGN_UP(min_bytes, HUGEPAGE);
+    if (need < min_bytes)
+        return ENOMEM;
+    size_t step = MAX(need, MAX(region.heap_mapped / 4, REGION_MIN_GROW));
+    step = ALIGN_UP(step, HUGEPAGE);
+    unsigned n = region.nranges;
+    range_t *r = &region.ranges[n - 1];
+    uintptr_t old_end = r->end;
+    /* Try the geometric step, then just what is needed (strict overcommit may refuse
+     * the larger one). */
+    if (range_extend(r, step) == 0 || (step > need && range_extend(r, need) == 0)) {
+        *addr = old_end;
+        *len = r->end - old_end;
+        *range = n - 1;
+        return 0;
+    }
+    /* The neighbourhood is taken: start a further range well away from this one. */
+    uintptr_t hint = ALIGN_UP(r->end, GiB) + 64 * GiB;
+    if (range_create(hint, step) != 0 && (step == need || range_create(hint, need) != 0))
+        return ENOMEM;
+    r = &region.ranges[n];
+    *addr = r->base;
+    *len = r->end - r->base;
+    *range = n;
+    return 0;
+}
+
+void region_set_thp(bool on)
+{
+    region.thp = on;
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned i = 0; i < n; i++)
+        region_apply_thp(&region.ranges[i]);
+}
+
+size_t region_resident(void)
+{
+    size_t total = 0;
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned i = 0; i < n; i++) {
+        const range_t *r = &region.ranges[i];
+        total += os_resident(r->base, ATOMIC_LOAD(&r->end) - r->base);
+    }
+    return total;
+}
+
+long region_vmas(void)
+{
+    long total = 0;
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned i = 0; i < n; i++) {
+        const range_t *r = &region.ranges[i];
+        long v = os_count_vmas(r->pm_lo, ATOMIC_LOAD(&r->end));
+        if (v < 0)
+            return -1;
+        total += v;
+    }
+    return total;
+}

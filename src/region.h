@@ -1,0 +1,94 @@
+/* region.h - tide's address space: one contiguous range (a few if the kernel forces it)
+ * and the page map that makes every pointer lookup arithmetic.
+ *
+ * Layout of a range:
+ *
+ *      pm_lo            base                                   end
+ *        | page map  <-- |  heap pages -->                      |
+ *
+ * The heap grows up from base and the page map grows down from base, both with
+ * MAP_FIXED_NOREPLACE and the same flags, so the kernel keeps the whole range as one
+ * VMA.  The entry of heap page i is ((pm_entry_t *)base)[-1 - i].  Nothing inside a
+ * range is ever unmapped or mprotected. */
+#ifndef TIDE_REGION_H
+#define TIDE_REGION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define REGION_MAX_RANGES 32
+
+/* A page-map entry: a descriptor pointer in the low 56 bits and a tag in the top 8.
+ * Tags 1..SC_NCACHED are size class + 1 (every page of a slab, and the first page of
+ * a large block of a cached class); the others mark pages the fast path must not
+ * take for an object.  Entry 0 means "no extent starts or ends here"; interior pages
+ * of large blocks and free runs hold 0 or stale FREE/LARGE entries, never a class. */
+typedef uint64_t pm_entry_t;
+#define PM_TAG_SHIFT 56
+#define PM_PTR_MASK (((uint64_t)1 << PM_TAG_SHIFT) - 1)
+#define PM_TAG_LARGE 0xF0u /* first page of a large block without a cached class, last page of any */
+#define PM_TAG_FREE 0xF1u  /* boundary page of a free extent */
+#define PM_TAG_META 0xF2u  /* tide's own metadata */
+
+typedef struct range_s {
+    uintptr_t base;  /* first heap byte; the page map lies just below */
+    uintptr_t end;   /* end of the mapped heap; read without the lock (atomic) */
+    uintptr_t pm_lo; /* lowest mapped byte of the page map */
+} range_t;
+
+typedef struct region_s {
+    range_t ranges[REGION_MAX_RANGES];
+    unsigned nranges;   /* read without the lock (atomic) */
+    size_t heap_mapped; /* bytes of heap pages mapped, all ranges */
+    size_t pm_mapped;   /* bytes of page map mapped, all ranges */
+    bool thp;           /* every range carries MADV_HUGEPAGE */
+} region_t;
+
+extern region_t region;
+
+int region_init(bool thp);
+/* Map at least MIN_BYTES more heap, at the end of the last range when possible.
+ * On success *ADDR and *LEN give the fresh span and *RANGE its range index.  Caller holds
+ * the page-heap lock. */
+int region_grow(size_t min_bytes, uintptr_t *addr, size_t *len, unsigned *range);
+/* Apply MADV_HUGEPAGE to every range, whole (never a sub-range: that would split it). */
+void region_set_thp(bool on);
+
+static inline pm_entry_t pm_make(const void *desc, unsigned tag)
+{
+    return (uint64_t)(uintptr_t)desc | ((uint64_t)tag << PM_TAG_SHIFT);
+}
+static inline unsigned pm_tag(pm_entry_t e) { return (unsigned)(e >> PM_TAG_SHIFT); }
+static inline void *pm_desc(pm_entry_t e) { return (void *)(uintptr_t)(e & PM_PTR_MASK); }
+
+static inline pm_entry_t *range_pm_slot(const range_t *r, uintptr_t addr)
+{
+    return (pm_entry_t *)r->base - 1 - ((addr - r->base) >> LG_PAGE);
+}
+
+/* The range holding ADDR, or NULL: the first range by arithmetic, the rest by a scan
+ * of the (tiny) range table. */
+static inline const range_t *region_range_of(uintptr_t addr)
+{
+    const range_t *r = &region.ranges[0];
+    if (likely(addr - r->base < ATOMIC_LOAD(&r->end) - r->base))
+        return r;
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned i = 1; i < n; i++) {
+        r = &region.ranges[i];
+        if (addr - r->base < ATOMIC_LOAD(&r->end) - r->base)
+            return r;
+    }
+    return NULL;
+}
+
+static inline pm_entry_t pm_read(const range_t *r, uintptr_t addr) { return ATOMIC_LOAD(range_pm_slot(r, addr)); }
+static inline void pm_write(const range_t *r, uintptr_t addr, pm_entry_t e) { ATOMIC_STORE(range_pm_slot(r, addr), e); }
+
+/* Bytes of tide's ranges that are resident, and the VMAs that cover them. */
+size_t region_resident(void);
+long region_vmas(void);
+
+#endif
