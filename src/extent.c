@@ -1,0 +1,526 @@
+/* extent.c - the page heap: best-fit allocation of page runs, coalescing, metadata.
+ *
+ * Free runs live in three trees (dirty, lazy, clean) ordered by (size, address), so a
+ * request takes the smallest run that fits, lowest address first.  Allocation prefers
+ * dirty runs (their pages are resident: no page faults), then lazy, then clean, and
+ * grows the range only when none fits.  Descriptors of extents and other metadata are
+ * carved from the range itself, so tide needs no other mapping. */
+#include "extent.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "os.h"
+#include "purge.h"
+#include "size_class.h"
+
+pageheap_t pageheap;
+
+#define META_CHUNK_PAGES 16 /* 64 KiB: 500 descriptors */
+
+static int extent_cmp(const rb_node_t *a, const rb_node_t *b)
+{
+    const extent_t *x = container_of(a, extent_t, rb), *y = container_of(b, extent_t, rb);
+    if (x->npages != y->npages)
+        return x->npages < y->npages ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int extent_cmp_npages(const rb_node_t *a, const void *key)
+{
+    const extent_t *x = container_of(a, extent_t, rb);
+    return x->npages < *(const size_t *)key ? -1 : 0;
+}
+
+const range_t *extent_range(const extent_t *e) { return &region.ranges[e->range]; }
+
+void extent_set_boundaries(extent_t *e, unsigned first_tag, unsigned last_tag)
+{
+    const range_t *r = extent_range(e);
+    if (e->npages > 1)
+        pm_write(r, extent_end(e) - PAGE, pm_make(e, last_tag));
+    pm_write(r, e->addr, pm_make(e, first_tag));
+}
+
+/* A large block's first page carries its class (the free path reads it); its last
+ * page only says "large", so a pointer into that page is never taken for a block. */
+static void extent_set_large_boundaries(extent_t *e)
+{
+    extent_set_boundaries(e, e->cls == EXTENT_NO_CLASS ? PM_TAG_LARGE : e->cls + 1u, PM_TAG_LARGE);
+}
+
+static void extent_clear_boundaries(extent_t *e)
+{
+    const range_t *r = extent_range(e);
+    pm_write(r, e->addr, 0);
+    if (e->npages > 1)
+        pm_write(r, extent_end(e) - PAGE, 0);
+}
+
+/* ---- descriptors and metadata ---------------------------------------------------- */
+
+static void desc_put(extent_t *e)
+{
+    e->state = EXTENT_RETIRED;
+    e->addr = (uintptr_t)pageheap.desc_free;
+    pageheap.desc_free = e;
+    pageheap.ndesc_free++;
+}
+
+static extent_t *desc_get(void)
+{
+    extent_t *e = pageheap.desc_free;
+    pageheap.desc_free = (extent_t *)e->addr;
+    pageheap.ndesc_free--;
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+static void tree_insert(extent_t *e)
+{
+    rb_insert(&pageheap.free[e->state], &e->rb, extent_cmp);
+    pageheap.npages[e->state] += e->npages;
+    if (e->state == EXTENT_DIRTY)
+        list_push_back(&pageheap.dirty_lru, &e->lru);
+}
+
+static void tree_remove(extent_t *e)
+{
+    rb_erase(&e->rb, &pageheap.free[e->state]);
+    pageheap.npages[e->state] -= e->npages;
+    if (e->state == EXTENT_DIRTY)
+        list_remove(&e->lru);
+}
+
+/* The free neighbour of E on the left (or right) in state STATE, or NULL. */
+static extent_t *free_neighbour(const extent_t *e, bool left, unsigned state)
+{
+    const range_t *r = extent_range(e);
+    uintptr_t probe;
+    if (left) {
+        if (e->addr == r->base)
+            return NULL;
+        probe = e->addr - PAGE;
+    } else {
+        probe = extent_end(e);
+        if (probe >= ATOMIC_LOAD(&r->end))
+            return NULL;
+    }
+    pm_entry_t entry = pm_read(r, probe);
+    if (pm_tag(entry) != PM_TAG_FREE)
+        return NULL;
+    extent_t *n = pm_desc(entry);
+    /* The entry may be stale (an interior page of a merged run): check the boundary. */
+    if (n->state != state || (left ? extent_end(n) != e->addr : n->addr != probe))
+        return NULL;
+    return n;
+}
+
+/* Insert E as a free run in STATE, merging it with free neighbours in the same state. */
+static void insert_free(extent_t *e, unsigned state, uint64_t stamp)
+{
+    e->state = (uint8_t)state;
+    e->stamp = stamp;
+    e->cls = EXTENT_NO_CLASS;
+    e->moved_lo = e->moved_hi = 0;
+    extent_t *n = free_neighbour(e, true, state);
+    if (n) {
+        tree_remove(n);
+        e->addr = n->addr;
+        e->npages += n->npages;
+        e->stamp = MAX(e->stamp, n->stamp);
+        desc_put(n);
+    }
+    n = free_neighbour(e, false, state);
+    if (n) {
+        tree_remove(n);
+        e->npages += n->npages;
+        e->stamp = MAX(e->stamp, n->stamp);
+        desc_put(n);
+    }
+    extent_set_boundaries(e, PM_TAG_FREE, PM_TAG_FREE);
+    tree_insert(e);
+}
+
+/* Map more of the range and add it as clean free pages.  Needs one descriptor. */
+static int grow(size_t min_pages)
+{
+    uintptr_t addr;
+    size_t len;
+    unsigned range;
+    int err = region_grow(min_pages << LG_PAGE, &addr, &len, &range);
+    if (err)
+        return err;
+    extent_t *e = desc_get();
+    e->addr = addr;
+    e->npages = len >> LG_PAGE;
+    e->range = (uint8_t)range;
+    insert_free(e, EXTENT_CLEAN, 0);
+    return 0;
+}
+
+/* Turn NPAGES pages at ADDR into metadata. */
+static void meta_claim(uintptr_t addr, size_t npages, unsigned range, bool zero)
+{
+    const range_t *r = &region.ranges[range];
+    pm_write(r, addr, pm_make(NULL, PM_TAG_META));
+    pm_write(r, addr + ((npages - 1) << LG_PAGE), pm_make(NULL, PM_TAG_META));
+    if (zero)
+        memset((void *)addr, 0, npages << LG_PAGE);
+    pageheap.meta_cur = addr;
+    pageheap.meta_end = addr + (npages << LG_PAGE);
+    pageheap.npages_meta += npages;
+}
+
+/* Start a new metadata chunk of at least NPAGES pages.  Takes the chunk from the tail
+ * of a free run so that no new descriptor is needed, or from freshly mapped pages. */
+static int meta_carve(size_t npages)
+{
+    size_t key = npages;
+    extent_t *f = NULL;
+    static const unsigned order[] = { EXTENT_CLEAN, EXTENT_DIRTY, EXTENT_LAZY };
+    for (unsigned i = 0; i < 3 && !f; i++) {
+        rb_node_t *n = rb_lower_bound(&pageheap.free[order[i]], &key, extent_cmp_npages);
+        if (n)
+            f = container_of(n, extent_t, rb);
+    }
+    if (f) {
+        bool zero = f->state != EXTENT_CLEAN;
+        unsigned range = f->range;
+        tree_remove(f);
+        f->npages -= npages;
+        uintptr_t chunk = extent_end(f);
+        if (f->npages) {
+            extent_set_boundaries(f, PM_TAG_FREE, PM_TAG_FREE);
+            tree_insert(f);
+        } else {
+            desc_put(f);
+        }
+        meta_claim(chunk, npages, range, zero);
+        return 0;
+    }
+    uintptr_t addr;
+    size_t len;
+    unsigned range;
+    int err = region_grow((npages + 1) << LG_PAGE, &addr, &len, &range);
+    if (err)
+        return err;
+    meta_claim(addr, npages, range, false);
+    /* The rest of the fresh span needs a descriptor: the new chunk provides it. */
+    extent_t *e = (extent_t *)pageheap.meta_cur;
+    pageheap.meta_cur += sizeof(extent_t);
+    memset(e, 0, sizeof *e);
+    e->addr = addr + (npages << LG_PAGE);
+    e->npages = (len >> LG_PAGE) - npages;
+    e->range = (uint8_t)range;
+    insert_free(e, EXTENT_CLEAN, 0);
+    return 0;
+}
+
+static void *meta_bump(size_t size)
+{
+    size = ALIGN_UP(size, (size_t)TIDE_CACHELINE);
+    if (pageheap.meta_cur + size > pageheap.meta_end) {
+        if (meta_carve(MAX((size_t)META_CHUNK_PAGES, pages_of(size))) != 0)
+            return NULL;
+    }
+    void *p = (void *)pageheap.meta_cur;
+    pageheap.meta_cur += size;
+    return p;
+}
+
+/* Make sure N descriptors can be had without allocating. */
+static int desc_reserve(size_t n)
+{
+    while (pageheap.ndesc_free < n) {
+        extent_t *e = meta_bump(sizeof(extent_t));
+        if (!e)
+            return ENOMEM;
+        e->state = EXTENT_RETIRED;
+        desc_put(e);
+    }
+    return 0;
+}
+
+void *meta_alloc(size_t size)
+{
+    lock_acquire(&pageheap.lock);
+    void *p = meta_bump(size);
+    lock_release(&pageheap.lock);
+    return p;
+}
+
+int pageheap_init(void)
+{
+    lock_init(&pageheap.lock);
+    list_init(&pageheap.dirty_lru);
+    /* The first range starts empty: hand its pages to the heap. */
+    const range_t *r = &region.ranges[0];
+    uintptr_t addr = r->base;
+    size_t npages = (r->end - r->base) >> LG_PAGE;
+    meta_claim(addr, META_CHUNK_PAGES, 0, false);
+    extent_t *e = (extent_t *)pageheap.meta_cur;
+    pageheap.meta_cur += sizeof(extent_t);
+    memset(e, 0, sizeof *e);
+    e->addr = addr + (META_CHUNK_PAGES << LG_PAGE);
+    e->npages = npages - META_CHUNK_PAGES;
+    insert_free(e, EXTENT_CLEAN, 0);
+    return 0;
+}
+
+/* ---- allocation ------------------------------------------------------------------ */
+
+/* Take NPAGES pages aligned to ALIGN out of the free runs (growing if need be).
+ * Returns the descriptor of the taken run, in no tree.  Lock held. */
+static extent_t *take(size_t npages, size_t align)
+{
+    size_t align_pages = align >> LG_PAGE;
+    size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
+    if (need < npages || desc_reserve(3) != 0)
+        return NULL;
+    extent_t *f = NULL;
+    for (int attempt = 0; attempt < 2 && !f; attempt++) {
+        for (unsigned s = 0; s < EXTENT_NFREE && !f; s++) {
+            rb_node_t *n = rb_lower_bound(&pageheap.free[s], &need, extent_cmp_npages);
+            if (n)
+                f = container_of(n, extent_t, rb);
+        }
+        if (!f && (attempt > 0 || grow(need) != 0))
+            return NULL;
+    }
+    if (!f)
+        return NULL;
+    tree_remove(f);
+    unsigned state = f->state;
+    uintptr_t start = ALIGN_UP(f->addr, MAX(align, PAGE));
+    size_t lead = (start - f->addr) >> LG_PAGE;
+    size_t trail = f->npages - lead - npages;
+    if (lead) {
+        extent_t *l = desc_get();
+        l->addr = f->addr;
+        l->npages = lead;
+        l->range = f->range;
+        insert_free(l, state, f->stamp);
+    }
+    if (trail) {
+        extent_t *t = desc_get();
+        t->addr = start + (npages << LG_PAGE);
+        t->npages = trail;
+        t->range = f->range;
+        insert_free(t, state, f->stamp);
+    }
+    /* The taken run's old boundary entries must not survive as its interior. */
+    extent_clear_boundaries(f);
+    f->addr = start;
+    f->npages = npages;
+    f->zeroed = state == EXTENT_CLEAN;
+    f->moved_lo = f->moved_hi = 0;
+    pageheap.npages_active += npages;
+    return f;
+}
+
+extent_t *extent_alloc_large(size_t npages, size_t align)
+{
+    lock_acquire(&pageheap.lock);
+    extent_t *e = take(npages, align);
+    if (e) {
+        e->state = EXTENT_LARGE;
+        int cls = sz_large_class_of_pages(npages);
+        e->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
+        extent_set_large_boundaries(e);
+        pageheap.nlarge_alloc++;
+    }
+    lock_release(&pageheap.lock);
+    return e;
+}
+
+extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
+{
+    lock_acquire(&pageheap.lock);
+    extent_t *e = take(sc_slab_pages[cls], PAGE);
+    if (e) {
+        e->state = EXTENT_SLAB;
+        e->cls = (uint8_t)cls;
+        e->arena = (uint16_t)arena;
+        unsigned nregs = sc_nregs[cls];
+        e->nfree = (uint16_t)nregs;
+        for (unsigned w = 0; w < SC_MAX_NREGS / 64; w++) {
+            unsigned lo = w * 64;
+            e->bitmap[w] = nregs >= lo + 64 ? ~(uint64_t)0 : nregs > lo ? (((uint64_t)1 << (nregs - lo)) - 1) : 0;
+        }
+        const range_t *r = extent_range(e);
+        pm_entry_t entry = pm_make(e, cls + 1);
+        for (size_t i = 0; i < e->npages; i++)
+            pm_write(r, e->addr + (i << LG_PAGE), entry);
+        pageheap.nslabs++;
+        pageheap.npages_slab += e->npages;
+    }
+    lock_release(&pageheap.lock);
+    return e;
+}
+
+void extent_free(extent_t *e)
+{
+    lock_acquire(&pageheap.lock);
+    const range_t *r = extent_range(e);
+    if (e->state == EXTENT_SLAB) {
+        for (size_t i = 0; i < e->npages; i++)
+            pm_write(r, e->addr + (i << LG_PAGE), 0);
+        pageheap.nslabs--;
+        pageheap.npages_slab -= e->npages;
+    } else {
+        extent_clear_boundaries(e);
+        pageheap.nlarge_free++;
+    }
+    pageheap.npages_active -= e->npages;
+    insert_free(e, EXTENT_DIRTY, os_now_ns());
+    lock_release(&pageheap.lock);
+    purge_after_free();
+}
+
+bool extent_resize(extent_t *e, size_t npages)
+{
+    bool ok = false, shrunk = npages < e->npages;
+    lock_acquire(&pageheap.lock);
+    if (desc_reserve(1) != 0)
+        goto out;
+    if (npages < e->npages) {
+        extent_t *t = desc_get();
+        t->addr = e->addr + (npages << LG_PAGE);
+        t->npages = e->npages - npages;
+        t->range = e->range;
+        extent_clear_boundaries(e);
+        pageheap.npages_active -= t->npages;
+        e->npages = npages;
+        insert_free(t, EXTENT_DIRTY, os_now_ns());
+        ok = true;
+    } else {
+        size_t extra = npages - e->npages;
+        extent_t *n = NULL;
+        for (unsigned s = 0; s < EXTENT_NFREE && !n; s++)
+            n = free_neighbour(e, false, s);
+        if (!n && extent_end(e) == ATOMIC_LOAD(&extent_range(e)->end) &&
+            e->range == region.nranges - 1) {
+            /* The block ends the range: extend the range under it. */
+            if (grow(extra) == 0)
+                n = free_neighbour(e, false, EXTENT_CLEAN);
+        }
+        if (!n || n->npages < extra)
+            goto out;
+        tree_remove(n);
+        if (n->npages > extra) {
+            n->addr += extra << LG_PAGE;
+            n->npages -= extra;
+            extent_set_boundaries(n, PM_TAG_FREE, PM_TAG_FREE);
+            tree_insert(n);
+        } else {
+            desc_put(n);
+        }
+        extent_clear_boundaries(e);
+        pageheap.npages_active += extra;
+        e->npages = npages;
+        ok = true;
+    }
+    int cls = sz_large_class_of_pages(e->npages);
+    e->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
+    extent_set_large_boundaries(e);
+out:
+    lock_release(&pageheap.lock);
+    if (ok && shrunk)
+        purge_after_free();
+    return ok;
+}
+
+extent_t *extent_of_block(uintptr_t addr)
+{
+    const range_t *r = region_range_of(addr);
+    if (!r || (addr & PAGE_MASK))
+        return NULL;
+    pm_entry_t entry = pm_read(r, addr);
+    unsigned tag = pm_tag(entry);
+    if (tag == 0 || tag == PM_TAG_FREE || tag == PM_TAG_META)
+        return NULL;
+    extent_t *e = pm_desc(entry);
+    if (e->addr != addr || (e->state != EXTENT_LARGE && e->state != EXTENT_SLAB))
+        return NULL;
+    return e;
+}
+
+void pageheap_stats(pageheap_stats_t *out)
+{
+    lock_acquire(&pageheap.lock);
+    out->active = pageheap.npages_active << LG_PAGE;
+    out->slab_bytes = pageheap.npages_slab << LG_PAGE;
+    out->dirty = pageheap.npages[EXTENT_DIRTY] << LG_PAGE;
+    out->lazy = pageheap.npages[EXTENT_LAZY] << LG_PAGE;
+    out->clean = pageheap.npages[EXTENT_CLEAN] << LG_PAGE;
+    out->metadata = (pageheap.npages_meta << LG_PAGE) + region.pm_mapped;
+    out->nlarge_alloc = pageheap.nlarge_alloc;
+    out->nlarge_free = pageheap.nlarge_free;
+    out->nslabs = pageheap.nslabs;
+    lock_release(&pageheap.lock);
+}
+
+/* ---- purging support --------------------------------------------------------------- */
+
+size_t pageheap_take_dirty(uint64_t older_than, extent_t **out, size_t max, size_t max_pages)
+{
+    size_t n = 0, pages = 0;
+    while (n < max && pages < max_pages) {
+        list_node_t *l = list_first(&pageheap.dirty_lru);
+        if (!l)
+            break;
+        extent_t *e = container_of(l, extent_t, lru);
+        if (e->stamp > older_than)
+            break;
+        tree_remove(e);
+        e->state = EXTENT_PURGING;
+        pageheap.npages[EXTENT_DIRTY] += e->npages; /* still dirty until purged */
+        pages += e->npages;
+        out[n++] = e;
+    }
+    return n;
+}
+
+void pageheap_put_purged(extent_t **ext, size_t n, extent_state_t state)
+{
+    for (size_t i = 0; i < n; i++) {
+        extent_t *e = ext[i];
+        pageheap.npages[EXTENT_DIRTY] -= e->npages;
+        insert_free(e, state, state == EXTENT_DIRTY ? os_now_ns() : 0);
+    }
+}
+
+void pageheap_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_state_t state)
+{
+    pageheap.npages[EXTENT_DIRTY] -= e->npages;
+    if (desc_reserve(2) != 0) {
+        insert_free(e, EXTENT_DIRTY, os_now_ns());
+        return;
+    }
+    uint64_t now = os_now_ns();
+    if (hi < extent_end(e)) {
+        extent_t *t = desc_get();
+        t->addr = hi;
+        t->npages = (extent_end(e) - hi) >> LG_PAGE;
+        t->range = e->range;
+        e->npages -= t->npages;
+        insert_free(t, EXTENT_DIRTY, now);
+    }
+    if (lo > e->addr) {
+        extent_t *l = desc_get();
+        l->addr = e->addr;
+        l->npages = (lo - e->addr) >> LG_PAGE;
+        l->range = e->range;
+        e->addr = lo;
+        e->npages -= l->npages;
+        insert_free(l, EXTENT_DIRTY, now);
+    }
+    insert_free(e, state, 0);
+}
+
+uint64_t pageheap_oldest_dirty(void)
+{
+    list_node_t *l = list_first(&pageheap.dirty_lru);
+    return l ? container_of(l, extent_t, lru)->stamp : 0;
+}

@@ -1,0 +1,113 @@
+/* extent.h - runs of pages ("extents") and the page heap that hands them out.
+ *
+ * Every page of a range belongs to one extent: a slab, a large block, tide's own
+ * metadata, or a free run.  A free run remembers what the kernel holds for it:
+ *   dirty - freed by the program, its pages likely resident;
+ *   lazy  - given back with MADV_FREE: resident until the kernel needs the memory, and
+ *           its contents are undefined (calloc must zero it);
+ *   clean - known to read as zeros: never touched, or purged with MADV_DONTNEED.
+ * Free runs of the same state coalesce with their neighbours; the page map gives the
+ * neighbours in O(1).  One lock guards the page heap; nothing holds it across a
+ * system call except growth of the range (mmap) and the rare metadata carve. */
+#ifndef TIDE_EXTENT_H
+#define TIDE_EXTENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "list.h"
+#include "lock.h"
+#include "rbtree.h"
+#include "region.h"
+#include "size_classes.h"
+#include "util.h"
+
+typedef enum {
+    EXTENT_DIRTY = 0,
+    EXTENT_LAZY = 1,
+    EXTENT_CLEAN = 2,
+    EXTENT_NFREE = 3, /* the free states above index the free trees */
+    EXTENT_PURGING,   /* free, being purged outside the lock: neither allocatable nor mergeable */
+    EXTENT_LARGE,     /* a large block in use */
+    EXTENT_SLAB,      /* a slab in use */
+    EXTENT_RETIRED    /* descriptor on the recycling list */
+} extent_state_t;
+
+#define EXTENT_NO_CLASS 0xFFu
+
+typedef struct extent_s {
+    uintptr_t addr;
+    size_t npages;
+    uint8_t state;     /* extent_state_t */
+    uint8_t range;     /* index in region.ranges */
+    uint8_t zeroed;    /* large, just allocated: every byte reads as zero */
+    uint8_t cls;       /* slab: its class; large: its cached class or EXTENT_NO_CLASS */
+    uint16_t nfree;    /* slab: free regions */
+    uint16_t arena;    /* slab: the arena whose bin owns it */
+    rb_node_t rb;      /* free: page-heap tree by (npages, addr); slab: bin's non-full tree */
+    list_node_t lru;   /* dirty: the page heap's age order (oldest first) */
+    uint64_t stamp;    /* dirty: when it was freed (ns) */
+    uintptr_t moved_lo, moved_hi; /* large: the part that sits in its own VMA after an mremap */
+    uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
+} extent_t;
+
+typedef struct pageheap_stats_s {
+    size_t active, slab_bytes, dirty, lazy, clean, metadata; /* bytes */
+    size_t nlarge_alloc, nlarge_free, nslabs;
+} pageheap_stats_t;
+
+typedef struct pageheap_s {
+    lock_t lock;
+    rb_root_t free[EXTENT_NFREE];
+    list_node_t dirty_lru;
+    size_t npages[EXTENT_NFREE]; /* free pages by state; purging pages count as dirty */
+    size_t npages_active, npages_slab, npages_meta;
+    size_t nlarge_alloc, nlarge_free, nslabs;
+    extent_t *desc_free;  /* recycled descriptors (linked through addr) */
+    size_t ndesc_free;
+    uintptr_t meta_cur, meta_end; /* the metadata chunk being carved */
+} pageheap_t;
+
+extern pageheap_t pageheap;
+
+int pageheap_init(void);
+
+/* A large block of NPAGES pages aligned to ALIGN (a power of two >= PAGE).  *ZEROED
+ * tells whether its bytes are known to be zero.  NULL when memory is exhausted. */
+extent_t *extent_alloc_large(size_t npages, size_t align);
+/* A slab for class CLS owned by arena ARENA, every region free. */
+extent_t *extent_alloc_slab(unsigned cls, unsigned arena);
+/* Give a large block or a slab back: it becomes dirty and may be purged by policy. */
+void extent_free(extent_t *e);
+/* Grow or shrink large block E in place to NPAGES; false when the pages after it are
+ * not free. */
+bool extent_resize(extent_t *e, size_t npages);
+/* Zeroed, never-freed metadata. */
+void *meta_alloc(size_t size);
+
+/* The extent whose first page is ADDR when it is a live large block or slab, else NULL. */
+extent_t *extent_of_block(uintptr_t addr);
+
+void pageheap_stats(pageheap_stats_t *out);
+
+/* ---- for the purge engine (purge.c) ---- */
+/* Move dirty extents freed at or before OLDER_THAN (ns), oldest first, into OUT (at most
+ * MAX of them, at most MAX_PAGES pages in all) and mark them purging.  Lock held. */
+size_t pageheap_take_dirty(uint64_t older_than, extent_t **out, size_t max, size_t max_pages);
+/* Return purged extents as STATE (lazy or clean), or back to dirty when the purge failed. */
+void pageheap_put_purged(extent_t **ext, size_t n, extent_state_t state);
+/* Return purged extent E whose pages [LO, HI) were purged: that span becomes STATE and
+ * the rest dirty again (with huge pages only whole 2 MiB units are purged). */
+void pageheap_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_state_t state);
+/* Age in ns of the oldest dirty extent at NOW, or 0 when there is none.  Lock held. */
+uint64_t pageheap_oldest_dirty(void);
+
+/* Page-map maintenance shared with the arena (slab release). */
+void extent_set_boundaries(extent_t *e, unsigned first_tag, unsigned last_tag);
+const range_t *extent_range(const extent_t *e);
+
+static inline uintptr_t extent_end(const extent_t *e) { return e->addr + (e->npages << LG_PAGE); }
+static inline size_t extent_size(const extent_t *e) { return e->npages << LG_PAGE; }
+
+#endif
