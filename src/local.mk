@@ -1,7 +1,32 @@
 # src/: libtide itself.
 lib_LTLIBRARIES += src/libtide.la
-src_libtide_la_SOURCES = src/malloc.c
+src_libtide_la_SOURCES = \
+	src/util.h src/lock.h src/list.h \
+	src/os.h src/os.c \
+	src/rbtree.h src/rbtree.c \
+	src/size_class.h \
+	src/region.h src/region.c \
+	src/extent.h src/extent.c \
+	src/purge.h src/purge.c \
+	src/arena.h src/arena.c \
+	src/tcache.h src/tcache.c \
+	src/remap.h src/remap.c \
+	src/conf.h src/conf.c \
+	src/stats.h src/stats.c \
+	src/report.h src/report.c \
+	src/malloc.c
+nodist_src_libtide_la_SOURCES = src/size_classes.h
+src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec \
-	-fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc
-src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now
+	-fno-semantic-interposition -fno-plt -fno-builtin-malloc -fno-builtin-free \
+	-fno-builtin-calloc -fno-builtin-realloc
+src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now -Wl,-z,relro
 src_libtide_la_LIBADD = $(PTHREAD_LIBS)
+
+# The size-class table is computed at build time.
+noinst_PROGRAMS += src/gen_size_classes
+src_gen_size_classes_SOURCES = src/gen_size_classes.c
+BUILT_SOURCES += src/size_classes.h
+CLEANFILES += src/size_classes.h
+src/size_classes.h: src/gen_size_classes$(EXEEXT)
+	$(AM_V_GEN)src/gen_size_classes$(EXEEXT) > $@.tmp && mv $@.tmp $@

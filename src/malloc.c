@@ -1,1 +1,555 @@
-/* placeholder: the core lands in the next commits */
+/* malloc.c - the public interface: malloc and friends, start-up, fork.
+ *
+ * The fast paths are here, inline: a small malloc is a table lookup and a pop from the
+ * thread's cache; a free is a page-map read (arithmetic on the range) and a push.
+ * Everything else goes to a noinline slow path.  Each function is exported under its
+ * glibc name and, as an alias, under its tide_ name. */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tide.h"
+
+#include "arena.h"
+#include "conf.h"
+#include "extent.h"
+#include "os.h"
+#include "purge.h"
+#include "region.h"
+#include "remap.h"
+#include "report.h"
+#include "size_class.h"
+#include "stats.h"
+#include "tcache.h"
+
+/* ---- start-up ------------------------------------------------------------------------ */
+
+static int tide_ready; /* atomic: the heap exists */
+static lock_t tide_init_lock = LOCK_INITIALIZER;
+
+static void tide_prefork(void);
+static void tide_postfork_parent(void);
+static void tide_postfork_child(void);
+
+static TIDE_NOINLINE bool tide_boot(void)
+{
+    lock_acquire(&tide_init_lock);
+    if (ATOMIC_LOAD(&tide_ready)) {
+        lock_release(&tide_init_lock);
+        return true;
+    }
+    /* Nothing here may call malloc: the heap does not exist yet. */
+    conf_init();
+    os_init();
+    unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
+    if (region_init(conf.thp != 0) != 0 || pageheap_init() != 0 || arenas_init(n) != 0) {
+        lock_release(&tide_init_lock);
+        return false;
+    }
+    purge_init();
+    remap_init();
+    ATOMIC_STORE_REL(&tide_ready, 1);
+    lock_release(&tide_init_lock);
+    /* These may allocate: the heap is ready for them. */
+    tcache_boot();
+    pthread_atfork(tide_prefork, tide_postfork_parent, tide_postfork_child);
+    return true;
+}
+
+static inline bool tide_ensure(void) { return likely(ATOMIC_LOAD_ACQ(&tide_ready)) || tide_boot(); }
+
+__attribute__((constructor)) static void tide_constructor(void) { tide_ensure(); }
+
+__attribute__((destructor)) static void tide_destructor(void)
+{
+    if (ATOMIC_LOAD(&tide_ready) && ATOMIC_LOAD(&conf.stats))
+        stats_print(0);
+}
+
+/* fork: every lock, in a fixed order (purge, bins, page heap), so the child finds them
+ * free and can allocate at once. */
+static void tide_prefork(void)
+{
+    lock_acquire(&tide_init_lock);
+    purge_prefork();
+    remap_prefork();
+    arenas_lock_all();
+    lock_acquire(&pageheap.lock);
+}
+
+static void tide_postfork_parent(void)
+{
+    lock_release(&pageheap.lock);
+    arenas_unlock_all();
+    remap_postfork_parent();
+    purge_postfork_parent();
+    lock_release(&tide_init_lock);
+}
+
+static void tide_postfork_child(void)
+{
+    lock_init(&pageheap.lock);
+    arenas_reinit_locks();
+    remap_postfork_child();
+    purge_postfork_child();
+    os_postfork_child();
+    lock_init(&tide_init_lock);
+}
+
+/* ---- blocks: what a pointer is ---------------------------------------------------- */
+
+typedef struct block_s {
+    unsigned cls;   /* size class, or EXTENT_NO_CLASS for a large block without one */
+    extent_t *ext;  /* the slab or large extent */
+    size_t usable;
+} block_t;
+
+/* Describe the block at P, aborting with FUNC's name when P is not one of tide's. */
+static void block_lookup(void *p, const char *func, block_t *b)
+{
+    uintptr_t a = (uintptr_t)p;
+    const range_t *r = region_range_of(a);
+    if (unlikely(!r))
+        report_invalid_pointer(func, p);
+    pm_entry_t entry = pm_read(r, a);
+    unsigned tag = pm_tag(entry);
+    extent_t *e = pm_desc(entry);
+    if (tag >= 1 && tag <= SC_NSMALL) {
+        if (unlikely(a & (QUANTUM - 1)))
+            report_invalid_pointer(func, p);
+        b->cls = tag - 1;
+        b->ext = e;
+        b->usable = sc_size[b->cls];
+        return;
+    }
+    if ((tag == PM_TAG_LARGE || (tag > SC_NSMALL && tag <= SC_NCACHED)) && e->addr == a &&
+        e->state == EXTENT_LARGE) {
+        b->cls = tag == PM_TAG_LARGE ? EXTENT_NO_CLASS : tag - 1;
+        b->ext = e;
+        b->usable = extent_size(e);
+        return;
+    }
+    if (tag == PM_TAG_FREE && e->addr == a)
+        report_double_free(func, p);
+    report_invalid_pointer(func, p);
+}
+
+static void large_free(extent_t *e)
+{
+    remap_before_free(e);
+    extent_free(e);
+}
+
+static void block_free(void *p, const block_t *b)
+{
+    if (b->cls != EXTENT_NO_CLASS)
+        tcache_free_slow(p, b->cls);
+    else
+        large_free(b->ext);
+}
+
+/* ---- allocation ---------------------------------------------------------------------- */
+
+/* A block of at least SIZE bytes above the cached classes, aligned to ALIGN. */
+static void *large_alloc(size_t size, size_t align, bool zero)
+{
+    if (size > PTRDIFF_MAX - HUGEPAGE)
+        return NULL;
+    size_t npages = pages_of(size);
+    if (ATOMIC_LOAD(&conf.thp) && size >= HUGEPAGE)
+        align = MAX(align, HUGEPAGE); /* whole huge pages, purged whole */
+    extent_t *e = extent_alloc_large(npages, align);
+    if (!e)
+        return NULL;
+    if (zero && !e->zeroed)
+        memset((void *)e->addr, 0, size);
+    return (void *)e->addr;
+}
+
+static TIDE_NOINLINE void *malloc_slow(size_t size)
+{
+    void *p = NULL;
+    if (likely(tide_ensure())) {
+        if (size <= SC_CACHED_MAX)
+            p = tcache_alloc_slow(sz_class(size));
+        else
+            p = large_alloc(size, PAGE, false);
+    }
+    if (unlikely(!p))
+        errno = ENOMEM;
+    return p;
+}
+
+TIDE_EXPORT void *tide_malloc(size_t size)
+{
+    if (likely(size <= SC_LOOKUP_MAX)) {
+        unsigned cls = sc_lookup[(size + 15) >> 4];
+        tcache_t *tc = &tcache_tls;
+        void **p = tc->head[cls];
+        if (likely(p != NULL)) {
+            tc->head[cls] = p[0];
+            p[1] = NULL;
+            tc->avail[cls]++;
+            return p;
+        }
+    }
+    return malloc_slow(size);
+}
+
+/* ---- free ----------------------------------------------------------------------------- */
+
+static TIDE_NOINLINE void free_slow(void *p)
+{
+    if (!p)
+        return;
+    block_t b;
+    block_lookup(p, "free", &b);
+    block_free(p, &b);
+}
+
+TIDE_EXPORT void tide_free(void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    const range_t *r = &region.ranges[0];
+    uintptr_t off = a - r->base;
+    if (likely(off < ATOMIC_LOAD(&r->end) - r->base && (a & (QUANTUM - 1)) == 0)) {
+        pm_entry_t entry = ATOMIC_LOAD((pm_entry_t *)r->base - 1 - (off >> LG_PAGE));
+        unsigned cls = pm_tag(entry) - 1u;
+        tcache_t *tc = &tcache_tls;
+        void **obj = p;
+        if (likely(cls < SC_NSMALL && tc->avail[cls] != 0 && obj[1] != (void *)tcache_key)) {
+            obj[0] = tc->head[cls];
+            obj[1] = (void *)tcache_key;
+            tc->head[cls] = obj;
+            tc->avail[cls]--;
+            return;
+        }
+    }
+    free_slow(p);
+}
+
+/* ---- the rest of the family ----------------------------------------------------------- */
+
+TIDE_EXPORT void *tide_calloc(size_t nmemb, size_t size)
+{
+    size_t total;
+    if (unlikely(__builtin_mul_overflow(nmemb, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (total <= SC_CACHED_MAX) {
+        void *p = tide_malloc(total);
+        if (p)
+            memset(p, 0, total);
+        return p;
+    }
+    void *p = tide_ensure() ? large_alloc(total, PAGE, true) : NULL;
+    if (!p)
+        errno = ENOMEM;
+    return p;
+}
+
+/* The usable size an aligned request gets, and its class (or EXTENT_NO_CLASS). */
+static size_t aligned_usable(size_t align, size_t size, unsigned *cls)
+{
+    if (align <= PAGE && size <= SC_CACHED_MAX) {
+        /* The first class that is a multiple of ALIGN: slabs start on a page, so its
+         * regions are ALIGN-aligned. */
+        for (unsigned c = sz_class(MAX(size, align)); c < SC_NCACHED; c++) {
+            if (sc_size[c] % align == 0) {
+                *cls = c;
+                return sc_size[c];
+            }
+        }
+    }
+    *cls = EXTENT_NO_CLASS;
+    if (size > PTRDIFF_MAX - PAGE)
+        return 0;
+    return MAX(ALIGN_UP(size, PAGE), PAGE);
+}
+
+static void *aligned_alloc_impl(size_t align, size_t size)
+{
+    if (align <= QUANTUM)
+        return tide_malloc(size);
+    void *p = NULL;
+    if (tide_ensure()) {
+        unsigned cls;
+        size_t usable = aligned_usable(align, size, &cls);
+        if (usable && cls != EXTENT_NO_CLASS)
+            p = tcache_alloc_slow(cls);
+        else if (usable)
+            p = large_alloc(usable, MAX(align, PAGE), false);
+    }
+    if (!p)
+        errno = ENOMEM;
+    return p;
+}
+
+TIDE_EXPORT void *tide_memalign(size_t align, size_t size)
+{
+    /* glibc: a non-power-of-two alignment is rounded up; beyond half the address
+     * space it is EINVAL. */
+    if (align > SIZE_MAX / 2 + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (!IS_POW2(align))
+        align = align ? (size_t)1 << (lg_floor(align) + 1) : 1;
+    return aligned_alloc_impl(align, size);
+}
+
+TIDE_EXPORT void *tide_aligned_alloc(size_t align, size_t size) { return tide_memalign(align, size); }
+
+TIDE_EXPORT int tide_posix_memalign(void **memptr, size_t align, size_t size)
+{
+    if (!IS_POW2(align) || align % sizeof(void *) != 0)
+        return EINVAL;
+    int saved = errno;
+    void *p = aligned_alloc_impl(align, size);
+    errno = saved;
+    if (!p)
+        return ENOMEM;
+    *memptr = p;
+    return 0;
+}
+
+TIDE_EXPORT void *tide_valloc(size_t size) { return aligned_alloc_impl(PAGE, size); }
+
+TIDE_EXPORT void *tide_pvalloc(size_t size)
+{
+    if (size > PTRDIFF_MAX - PAGE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return aligned_alloc_impl(PAGE, MAX(ALIGN_UP(size, PAGE), PAGE));
+}
+
+static void *realloc_move(void *p, size_t old_usable, size_t size, const block_t *b)
+{
+    void *q = tide_malloc(size);
+    if (!q)
+        return NULL;
+    memcpy(q, p, MIN(old_usable, size));
+    block_free(p, b);
+    return q;
+}
+
+TIDE_EXPORT void *tide_realloc(void *p, size_t size)
+{
+    if (!p)
+        return tide_malloc(size);
+    if (size == 0) {
+        tide_free(p);
+        return NULL;
+    }
+    block_t b;
+    block_lookup(p, "realloc", &b);
+    size_t usable = sz_usable(size);
+    if (unlikely(!usable)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (usable == b.usable)
+        return p;
+    if (b.ext->state == EXTENT_LARGE) {
+        if (usable >= sc_size[SC_NSMALL]) {
+            /* Page runs both: grow or shrink where the block is. */
+            if (extent_resize(b.ext, usable >> LG_PAGE)) {
+                remap_count_in_place();
+                return p;
+            }
+            void *q = remap_grow(b.ext, usable);
+            if (q)
+                return q;
+        }
+    } else if (size < b.usable && size > b.usable / 2) {
+        return p; /* a small shrink: not worth a copy */
+    }
+    if (b.ext->state == EXTENT_LARGE && usable > b.usable)
+        remap_count_copy(b.ext);
+    return realloc_move(p, b.usable, size, &b);
+}
+
+TIDE_EXPORT void *tide_reallocarray(void *p, size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return tide_realloc(p, total);
+}
+
+TIDE_EXPORT size_t tide_malloc_usable_size(void *p)
+{
+    if (!p)
+        return 0;
+    block_t b;
+    block_lookup(p, "malloc_usable_size", &b);
+    return b.usable;
+}
+
+TIDE_EXPORT void tide_free_sized(void *p, size_t size)
+{
+    if (!p)
+        return;
+    block_t b;
+    block_lookup(p, "free_sized", &b);
+    if (unlikely(sz_usable(size) != b.usable))
+        report_fatal("free_sized", "size does not match the allocation of", p);
+    block_free(p, &b);
+}
+
+TIDE_EXPORT void tide_free_aligned_sized(void *p, size_t align, size_t size)
+{
+    if (!p)
+        return;
+    block_t b;
+    block_lookup(p, "free_aligned_sized", &b);
+    unsigned cls;
+    size_t want = align <= QUANTUM ? sz_usable(size) : aligned_usable(align, size, &cls);
+    if (unlikely(want != b.usable))
+        report_fatal("free_aligned_sized", "size does not match the allocation of", p);
+    if (unlikely(align > QUANTUM && ((uintptr_t)p & (align - 1))))
+        report_fatal("free_aligned_sized", "alignment does not match the allocation of", p);
+    block_free(p, &b);
+}
+
+TIDE_EXPORT int tide_malloc_trim(size_t pad)
+{
+    (void)pad;
+    if (!tide_ensure())
+        return 0;
+    tcache_flush_self();
+    return purge_all() > 0;
+}
+
+TIDE_EXPORT size_t tide_purge(void)
+{
+    if (!tide_ensure())
+        return 0;
+    tcache_flush_self();
+    return purge_all();
+}
+
+TIDE_EXPORT struct mallinfo2 tide_mallinfo2(void)
+{
+    struct mallinfo2 mi;
+    memset(&mi, 0, sizeof mi);
+    if (!tide_ensure())
+        return mi;
+    tide_stats_t s;
+    stats_collect(&s, false);
+    mi.arena = s.mapped;
+    mi.uordblks = s.allocated;
+    mi.fordblks = s.dirty + s.lazy + s.clean;
+    mi.hblks = s.nmalloc_large - s.nfree_large;
+    mi.keepcost = s.clean;
+    return mi;
+}
+
+TIDE_EXPORT void tide_malloc_stats(void)
+{
+    if (tide_ensure())
+        stats_print(0);
+}
+
+/* ---- glibc names ------------------------------------------------------------------------ */
+
+#define TIDE_ALIAS(name, target) __typeof__(target) name __attribute__((alias(#target), visibility("default")))
+
+TIDE_ALIAS(malloc, tide_malloc);
+TIDE_ALIAS(free, tide_free);
+TIDE_ALIAS(calloc, tide_calloc);
+TIDE_ALIAS(realloc, tide_realloc);
+TIDE_ALIAS(reallocarray, tide_reallocarray);
+TIDE_ALIAS(posix_memalign, tide_posix_memalign);
+TIDE_ALIAS(aligned_alloc, tide_aligned_alloc);
+TIDE_ALIAS(memalign, tide_memalign);
+TIDE_ALIAS(valloc, tide_valloc);
+TIDE_ALIAS(pvalloc, tide_pvalloc);
+TIDE_ALIAS(malloc_usable_size, tide_malloc_usable_size);
+TIDE_ALIAS(free_sized, tide_free_sized);
+TIDE_ALIAS(free_aligned_sized, tide_free_aligned_sized);
+TIDE_ALIAS(malloc_trim, tide_malloc_trim);
+TIDE_ALIAS(mallinfo2, tide_mallinfo2);
+TIDE_ALIAS(malloc_stats, tide_malloc_stats);
+/* glibc's cfree is gone, but old binaries may still call it. */
+TIDE_ALIAS(cfree, tide_free);
+
+TIDE_EXPORT struct mallinfo mallinfo(void)
+{
+    struct mallinfo2 m2 = tide_mallinfo2();
+    struct mallinfo m;
+    memset(&m, 0, sizeof m);
+    m.arena = (int)m2.arena;
+    m.uordblks = (int)m2.uordblks;
+    m.fordblks = (int)m2.fordblks;
+    m.hblks = (int)m2.hblks;
+    m.keepcost = (int)m2.keepcost;
+    return m;
+}
+
+/* ---- tide's own controls ---------------------------------------------------------------- */
+
+TIDE_EXPORT int tide_conf_set(const char *key, const char *value)
+{
+    if (!key || !value) {
+        errno = EINVAL;
+        return -1;
+    }
+    tide_ensure();
+    int err = conf_set(key, strlen(key), value, strlen(value), false);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    if (strcmp(key, "thp") == 0)
+        region_set_thp(conf.thp != 0);
+    return 0;
+}
+
+TIDE_EXPORT int tide_conf_get(const char *key, char *buf, size_t len)
+{
+    int err = key && buf ? conf_get(key, buf, len) : EINVAL;
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+TIDE_EXPORT int tide_stats_get(tide_stats_t *out, size_t stats_size)
+{
+    if (!out) {
+        errno = EINVAL;
+        return -1;
+    }
+    tide_stats_t s;
+    memset(&s, 0, sizeof s);
+    if (tide_ensure())
+        stats_collect(&s, true);
+    memcpy(out, &s, MIN(stats_size, sizeof s));
+    return 0;
+}
+
+TIDE_EXPORT void tide_stats_print(int json)
+{
+    if (tide_ensure())
+        stats_print(json);
+}
+
+TIDE_EXPORT size_t tide_ranges(uintptr_t (*out)[2], size_t max)
+{
+    if (!tide_ensure())
+        return 0;
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned i = 0; i < n && i < max; i++) {
+        out[i][0] = region.ranges[i].pm_lo;
+        out[i][1] = ATOMIC_LOAD(&region.ranges[i].end);
+    }
+    return n;
+}

@@ -1,0 +1,55 @@
+/* arena.h - arenas: the size-class bins of slabs that small objects come from.
+ *
+ * Threads are spread over the arenas (4 per CPU by default) so that refills and
+ * flushes from different threads rarely meet on a lock.  Each bin has its own lock
+ * and keeps its non-full slabs in address order, so allocation packs the lowest
+ * slabs first and the highest ones drain and go back to the page heap. */
+#ifndef TIDE_ARENA_H
+#define TIDE_ARENA_H
+
+#include "extent.h"
+#include "lock.h"
+#include "rbtree.h"
+#include "size_classes.h"
+
+typedef struct bin_s {
+    lock_t lock;
+    rb_root_t nonfull;   /* slabs with a free region, by address */
+    size_t nslabs;       /* live slabs */
+    size_t nregs_live;   /* regions handed out (to threads' caches or the program) */
+} TIDE_ALIGNED_CL bin_t;
+
+typedef struct arena_s {
+    unsigned ind;
+    unsigned nthreads; /* threads attached (atomic) */
+    bin_t bins[SC_NSMALL];
+} arena_t;
+
+extern arena_t **arenas;
+extern unsigned narenas;
+
+int arenas_init(unsigned n);
+/* The arena with the fewest threads; the caller is counted in it. */
+unsigned arena_choose(void);
+void arena_release(unsigned ind);
+
+/* Take up to N regions of class CLS from ARENA, linked through their first word, lowest
+ * address first.  Returns how many; *HEAD gets the list. */
+unsigned arena_fill(unsigned arena, unsigned cls, void **head, unsigned n);
+/* Return N small regions of class CLS (from any arenas) to their slabs. */
+void arena_flush(void **objs, unsigned n, unsigned cls, const char *caller);
+/* Whether small region P (of a live slab) is free in its slab: a double free. */
+bool arena_region_is_free(extent_t *slab, uintptr_t p);
+
+/* For fork: every bin lock of every arena, in a fixed order. */
+void arenas_lock_all(void);
+void arenas_unlock_all(void);
+void arenas_reinit_locks(void);
+
+typedef struct arena_stats_s {
+    size_t allocated; /* bytes of small regions handed out */
+    size_t nslabs;
+} arena_stats_t;
+void arenas_stats(arena_stats_t *out);
+
+#endif

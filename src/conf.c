@@ -1,0 +1,292 @@
+/* conf.c - parsing TIDE_CONF.
+ *
+ * A table describes every key: its type, limits, default and meaning.  A bad entry
+ * gets one warning that names it and what is accepted, and the default stays. */
+#include "conf.h"
+
+#include <errno.h>
+#include <string.h>
+#include <limits.h>
+
+#include "os.h"
+#include "report.h"
+#include "util.h"
+
+conf_t conf = {
+    .purge = PURGE_FREE,
+    .decay_ms = 1000,
+    .background = 1,
+    .arenas = 0,
+    .tcache = 1,
+    .thp = 0,
+    .stats = 0,
+    .remap = 1,
+    .remap_max = 16,
+    .remap_threshold = 1 << 20,
+};
+
+typedef enum { CONF_BOOL, CONF_ENUM, CONF_INT, CONF_SIZE } conf_type_t;
+
+typedef struct conf_key_s {
+    const char *name;
+    conf_type_t type;
+    long *value;
+    long min, max;
+    const char *const *names; /* CONF_ENUM: value i is names[i] */
+    bool runtime;             /* settable with tide_conf_set() */
+    const char *def;
+    const char *help;
+} conf_key_t;
+
+static const char *const purge_names[] = { "none", "dontneed", "free", NULL };
+
+static const conf_key_t conf_keys[] = {
+    { "purge", CONF_ENUM, &conf.purge, 0, 2, purge_names, true, "free",
+      "how free pages go back to the kernel: none, dontneed (MADV_DONTNEED), free (MADV_FREE)" },
+    { "decay_ms", CONF_INT, &conf.decay_ms, -1, 86400000, NULL, true, "1000",
+      "how long a freed page stays resident before it is purged; 0 = at once, -1 = never" },
+    { "background", CONF_BOOL, &conf.background, 0, 1, NULL, true, "on",
+      "a background thread purges decayed pages of an idle process" },
+    { "arenas", CONF_INT, &conf.arenas, 0, 1024, NULL, false, "0",
+      "number of arenas; 0 = 4 per CPU" },
+    { "tcache", CONF_BOOL, &conf.tcache, 0, 1, NULL, false, "on",
+      "per-thread caches of small and medium objects" },
+    { "thp", CONF_BOOL, &conf.thp, 0, 1, NULL, true, "off",
+      "give the whole heap MADV_HUGEPAGE (and purge in 2 MiB units)" },
+    { "stats", CONF_BOOL, &conf.stats, 0, 1, NULL, true, "off",
+      "print statistics on stderr at exit" },
+    { "remap", CONF_BOOL, &conf.remap, 0, 1, NULL, true, "on",
+      "large realloc moves pages with mremap instead of copying" },
+    { "remap_max", CONF_INT, &conf.remap_max, 0, 4096, NULL, true, "16",
+      "moved blocks that may be live at once (each costs 2 VMAs until freed)" },
+    { "remap_threshold", CONF_SIZE, &conf.remap_threshold, 64 << 10, (long)1 << 40, NULL, true, "1m",
+      "smallest block whose realloc may move pages with mremap (bytes; k, m, g suffixes)" },
+};
+
+static void conf_warn(const char *what, const char *key, size_t keylen, const char *val, size_t vallen,
+                      const char *accepted)
+{
+    char k[64], v[64];
+    size_t kl = MIN(keylen, sizeof k - 1), vl = MIN(vallen, sizeof v - 1);
+    memcpy(k, key, kl);
+    k[kl] = '\0';
+    if (val)
+        memcpy(v, val, vl);
+    v[val ? vl : 0] = '\0';
+    if (val) {
+        const char *pieces[] = { "TIDE_CONF: ", what, " '", v, "' for ", k, " (accepted: ", accepted,
+                                 "); keeping the default" };
+        report_line(pieces, ARRAY_SIZE(pieces));
+    } else {
+        const char *pieces[] = { "TIDE_CONF: ", what, " '", k, "' (", accepted, ")" };
+        report_line(pieces, ARRAY_SIZE(pieces));
+    }
+}
+
+static bool parse_long(const char *s, size_t n, long *out, bool size_suffix)
+{
+    bool neg = false;
+    size_t i = 0;
+    if (i < n && (s[i] == '-' || s[i] == '+'))
+        neg = s[i++] == '-';
+    if (i == n)
+        return false;
+    unsigned long v = 0;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (v > (unsigned long)LONG_MAX / 10)
+            return false;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (i < n && size_suffix && i + 1 == n) {
+        unsigned shift = 0;
+        switch (s[i] | 0x20) {
+        case 'k': shift = 10; break;
+        case 'm': shift = 20; break;
+        case 'g': shift = 30; break;
+        default: return false;
+        }
+        if (v > ((unsigned long)LONG_MAX >> shift))
+            return false;
+        v <<= shift;
+        i++;
+    }
+    if (i != n || v > (unsigned long)LONG_MAX)
+        return false;
+    *out = neg ? -(long)v : (long)v;
+    return true;
+}
+
+static bool word_is(const char *s, size_t n, const char *w) { return strlen(w) == n && memcmp(s, w, n) == 0; }
+
+static const conf_key_t *conf_find(const char *key, size_t keylen)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(conf_keys); i++)
+        if (word_is(key, keylen, conf_keys[i].name))
+            return &conf_keys[i];
+    return NULL;
+}
+
+static void accepted_text(const conf_key_t *k, char *buf, size_t cap)
+{
+    char lo[24], hi[24];
+    switch (k->type) {
+    case CONF_BOOL:
+        strcpy(buf, "on, off, true, false, 1, 0");
+        return;
+    case CONF_ENUM:
+        buf[0] = '\0';
+        for (size_t i = 0; k->names[i]; i++) {
+            if (i)
+                strcat(buf, ", ");
+            strcat(buf, k->names[i]);
+        }
+        return;
+    default: {
+        report_fmt_u64(lo + 1, (uint64_t)(k->min < 0 ? -k->min : k->min), 0);
+        lo[0] = '-';
+        report_fmt_u64(hi, (uint64_t)k->max, 0);
+        size_t n = 0;
+        const char *parts[] = { "an integer from ", k->min < 0 ? lo : lo + 1, " to ", hi,
+                                k->type == CONF_SIZE ? " (k, m, g suffixes)" : "" };
+        for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+            size_t l = strlen(parts[i]);
+            if (n + l >= cap)
+                break;
+            memcpy(buf + n, parts[i], l);
+            n += l;
+        }
+        buf[n] = '\0';
+    }
+    }
+}
+
+int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, bool at_start)
+{
+    const conf_key_t *k = conf_find(key, keylen);
+    if (!k) {
+        char keys[256] = "keys:";
+        for (size_t i = 0; i < ARRAY_SIZE(conf_keys); i++) {
+            strcat(keys, i ? ", " : " ");
+            strcat(keys, conf_keys[i].name);
+        }
+        conf_warn("unknown key", key, keylen, NULL, 0, keys);
+        return EINVAL;
+    }
+    if (!at_start && !k->runtime)
+        return EPERM;
+    long v = 0;
+    bool ok = false;
+    switch (k->type) {
+    case CONF_BOOL:
+        if (word_is(val, vallen, "on") || word_is(val, vallen, "true") || word_is(val, vallen, "1"))
+            v = 1, ok = true;
+        else if (word_is(val, vallen, "off") || word_is(val, vallen, "false") || word_is(val, vallen, "0"))
+            v = 0, ok = true;
+        break;
+    case CONF_ENUM:
+        for (long i = 0; k->names[i]; i++)
+            if (word_is(val, vallen, k->names[i]))
+                v = i, ok = true;
+        break;
+    case CONF_INT:
+    case CONF_SIZE:
+        ok = parse_long(val, vallen, &v, k->type == CONF_SIZE) && v >= k->min && v <= k->max;
+        break;
+    }
+    if (!ok) {
+        char acc[128];
+        accepted_text(k, acc, sizeof acc);
+        conf_warn("bad value", k->name, strlen(k->name), val, vallen, acc);
+        return EINVAL;
+    }
+    ATOMIC_STORE(k->value, v);
+    return 0;
+}
+
+int conf_parse(const char *s, bool at_start)
+{
+    int bad = 0;
+    while (*s) {
+        const char *end = strchr(s, ',');
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        const char *colon = memchr(s, ':', n);
+        if (n == 0) {
+            /* empty entry: ignore ("a:1,,b:2") */
+        } else if (word_is(s, n, "help")) {
+            conf_print_help();
+        } else if (!colon) {
+            conf_warn("missing ':value' after", s, n, NULL, 0, "entries are key:value");
+            bad++;
+        } else if (conf_set(s, (size_t)(colon - s), colon + 1, n - (size_t)(colon - s) - 1, at_start) != 0) {
+            bad++;
+        }
+        if (!end)
+            break;
+        s = end + 1;
+    }
+    return bad;
+}
+
+void conf_init(void)
+{
+    extern char **environ;
+    static const char var[] = "TIDE_CONF=";
+    if (!environ)
+        return;
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, var, sizeof var - 1) == 0) {
+            conf_parse(*e + sizeof var - 1, true);
+            return;
+        }
+    }
+}
+
+int conf_get(const char *key, char *buf, size_t len)
+{
+    const conf_key_t *k = conf_find(key, strlen(key));
+    if (!k || len == 0)
+        return EINVAL;
+    long v = ATOMIC_LOAD(k->value);
+    char tmp[32];
+    const char *s;
+    switch (k->type) {
+    case CONF_BOOL:
+        s = v ? "on" : "off";
+        break;
+    case CONF_ENUM:
+        s = k->names[v];
+        break;
+    default:
+        if (v < 0) {
+            tmp[0] = '-';
+            report_fmt_u64(tmp + 1, (uint64_t)-v, 0);
+        } else {
+            report_fmt_u64(tmp, (uint64_t)v, 0);
+        }
+        s = tmp;
+    }
+    if (strlen(s) + 1 > len)
+        return ERANGE;
+    strcpy(buf, s);
+    return 0;
+}
+
+void conf_print_help(void)
+{
+    static const char head[] = "tide: TIDE_CONF=\"key:value,key:value\"; the keys:\n";
+    os_write_stderr(head, sizeof head - 1);
+    for (size_t i = 0; i < ARRAY_SIZE(conf_keys); i++) {
+        const conf_key_t *k = &conf_keys[i];
+        char acc[128], line[512];
+        accepted_text(k, acc, sizeof acc);
+        size_t n = 0;
+        const char *parts[] = { "  ", k->name, " (default ", k->def, "; ", acc, ")\n      ", k->help,
+                                k->runtime ? "\n" : " [TIDE_CONF only]\n" };
+        for (size_t j = 0; j < ARRAY_SIZE(parts); j++) {
+            size_t l = MIN(strlen(parts[j]), sizeof line - n);
+            memcpy(line + n, parts[j], l);
+            n += l;
+        }
+        os_write_stderr(line, n);
+    }
+}

@@ -1,0 +1,38 @@
+/* conf.h - tide's settings: TIDE_CONF="key:value,key:value", read once at start-up
+ * without allocating, and tide_conf_set()/tide_conf_get() at run time. */
+#ifndef TIDE_CONF_H
+#define TIDE_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum {
+    PURGE_NONE = 0,
+    PURGE_DONTNEED = 1,
+    PURGE_FREE = 2
+} purge_policy_t;
+
+typedef struct conf_s {
+    long purge;            /* purge_policy_t */
+    long decay_ms;         /* -1: never; 0: at once */
+    long background;       /* idle purger thread */
+    long arenas;           /* 0: 4 per CPU */
+    long tcache;
+    long thp;
+    long stats;            /* print statistics at exit */
+    long remap;            /* mremap path for large realloc */
+    long remap_max;        /* live moved blocks at most (each costs 2 VMAs until healed) */
+    long remap_threshold;  /* bytes: reallocs of blocks at least this big may move pages */
+} conf_t;
+
+extern conf_t conf;
+
+/* Parse TIDE_CONF from the environment (no getenv: it may run before libc is ready). */
+void conf_init(void);
+/* Parse one "key:value,..." string; warnings for bad entries.  Returns bad entries. */
+int conf_parse(const char *s, bool at_start);
+int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, bool at_start);
+int conf_get(const char *key, char *buf, size_t len);
+void conf_print_help(void);
+
+#endif

@@ -1,0 +1,56 @@
+/* report.c - fatal misuse reports and one-line warnings, without allocating. */
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "os.h"
+
+char *report_fmt_u64(char *buf, uint64_t v, int hex)
+{
+    char tmp[24];
+    size_t n = 0;
+    unsigned base = hex ? 16 : 10;
+    do {
+        tmp[n++] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    char *p = buf;
+    if (hex) {
+        *p++ = '0';
+        *p++ = 'x';
+    }
+    while (n)
+        *p++ = tmp[--n];
+    *p = '\0';
+    return buf;
+}
+
+void report_line(const char *const *pieces, size_t n)
+{
+    char line[512];
+    size_t len = 0;
+    static const char prefix[] = "tide: ";
+    memcpy(line, prefix, sizeof prefix - 1);
+    len = sizeof prefix - 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(pieces[i]);
+        if (l > sizeof line - 1 - len)
+            l = sizeof line - 1 - len;
+        memcpy(line + len, pieces[i], l);
+        len += l;
+    }
+    line[len++] = '\n';
+    os_write_stderr(line, len);
+}
+
+void report_fatal(const char *func, const char *what, const void *ptr)
+{
+    char hex[24];
+    const char *pieces[] = { func, "(): ", what, " ", report_fmt_u64(hex, (uintptr_t)ptr, 1) };
+    report_line(pieces, ARRAY_SIZE(pieces));
+    abort();
+}
+
+void report_invalid_pointer(const char *func, const void *ptr) { report_fatal(func, "invalid pointer", ptr); }
+void report_double_free(const char *func, const void *ptr) { report_fatal(func, "double free", ptr); }

@@ -1,0 +1,101 @@
+/* stats.c - statistics that reconcile:
+ *   active + dirty + lazy + clean + metadata == mapped,   allocated <= active. */
+#include "stats.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "arena.h"
+#include "extent.h"
+#include "os.h"
+#include "purge.h"
+#include "region.h"
+#include "remap.h"
+#include "tcache.h"
+
+void stats_collect(tide_stats_t *s, bool expensive)
+{
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    pageheap_stats_t ph;
+    arena_stats_t ar;
+    arenas_stats(&ar);
+    pageheap_stats(&ph);
+    s->mapped = region.heap_mapped + region.pm_mapped;
+    s->active = ph.active;
+    s->dirty = ph.dirty;
+    s->lazy = ph.lazy;
+    s->clean = ph.clean;
+    s->metadata = ph.metadata;
+    s->allocated = ar.allocated + (ph.active - ph.slab_bytes);
+    s->lazyfree_est = ph.lazy;
+    s->nranges = ATOMIC_LOAD(&region.nranges);
+    s->nmalloc_large = ph.nlarge_alloc;
+    s->nfree_large = ph.nlarge_free;
+    s->nslabs = ph.nslabs;
+    for (int a = 0; a < OS_ADV_COUNT; a++) {
+        s->madvise_calls[a] = ATOMIC_LOAD(&os_counters.madvise_calls[a]);
+        s->madvise_bytes[a] = ATOMIC_LOAD(&os_counters.madvise_bytes[a]);
+    }
+    s->process_madvise_calls = ATOMIC_LOAD(&os_counters.process_madvise_calls);
+    s->process_madvise_bytes = ATOMIC_LOAD(&os_counters.process_madvise_bytes);
+    purge_stats_t ps;
+    purge_stats(&ps);
+    s->purges = ps.passes;
+    s->purged_bytes = ps.purged_bytes;
+    s->grows = ATOMIC_LOAD(&os_counters.map_calls);
+    remap_stats_t rs;
+    remap_stats(&rs);
+    s->remap_moves = rs.moves;
+    s->remap_heals = rs.heals;
+    s->remap_copies = rs.copies;
+    s->remap_in_place = rs.in_place;
+    s->remap_live = rs.live;
+    s->narenas = narenas;
+    tcache_stats_t ts;
+    tcache_stats(&ts);
+    s->nthreads = ts.nthreads;
+    if (expensive) {
+        s->resident = region_resident();
+        long v = region_vmas();
+        s->vmas = v < 0 ? 0 : (uint64_t)v;
+    }
+}
+
+#define STATS_FIELDS(X)                                                                        \
+    X(mapped) X(active) X(allocated) X(dirty) X(lazy) X(clean) X(metadata) X(resident)         \
+    X(lazyfree_est) X(nranges) X(vmas) X(nmalloc_large) X(nfree_large) X(nslabs)               \
+    X(process_madvise_calls) X(process_madvise_bytes) X(purges) X(purged_bytes) X(grows)       \
+    X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
+    X(nthreads)
+
+void stats_print(int json)
+{
+    tide_stats_t s;
+    stats_collect(&s, true);
+    char buf[4096];
+    size_t n = 0;
+#define PUT(...) n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__)
+    static const char *const adv[] = { "dontneed", "free", "hugepage" };
+    if (json) {
+        PUT("{");
+#define X(f) PUT("\"%s\":%llu,", #f, (unsigned long long)s.f);
+        STATS_FIELDS(X)
+#undef X
+        for (int a = 0; a < 3; a++)
+            PUT("\"madvise_%s_calls\":%llu,\"madvise_%s_bytes\":%llu%s", adv[a],
+                (unsigned long long)s.madvise_calls[a], adv[a], (unsigned long long)s.madvise_bytes[a],
+                a < 2 ? "," : "");
+        PUT("}\n");
+    } else {
+        PUT("tide statistics\n");
+#define X(f) PUT("  %-22s %llu\n", #f, (unsigned long long)s.f);
+        STATS_FIELDS(X)
+#undef X
+        for (int a = 0; a < 3; a++)
+            PUT("  madvise %-14s %llu calls, %llu bytes\n", adv[a], (unsigned long long)s.madvise_calls[a],
+                (unsigned long long)s.madvise_bytes[a]);
+    }
+#undef PUT
+    os_write_stderr(buf, MIN(n, sizeof buf));
+}

@@ -1,0 +1,204 @@
+/* tcache.c - thread caches: refill, flush, set-up and tear-down. */
+#include "tcache.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "arena.h"
+#include "conf.h"
+#include "extent.h"
+#include "os.h"
+#include "report.h"
+#include "size_class.h"
+
+__thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
+uintptr_t tcache_key;
+
+static pthread_key_t tcache_exit_key;
+static int tcache_booted;  /* atomic */
+static uint64_t tcache_nthreads; /* atomic */
+/* Calls from a thread whose cache is not usable go to this thread's arena. */
+static __thread uint16_t tcache_direct_arena __attribute__((tls_model("initial-exec")));
+static __thread uint8_t tcache_has_arena __attribute__((tls_model("initial-exec")));
+
+static unsigned thread_arena(void)
+{
+    if (!tcache_has_arena) {
+        tcache_direct_arena = (uint16_t)arena_choose();
+        tcache_has_arena = 1;
+    }
+    return tcache_direct_arena;
+}
+
+/* ---- without a cache ---------------------------------------------------------------- */
+
+static void *alloc_direct(unsigned cls)
+{
+    if (cls < SC_NSMALL) {
+        void *p;
+        return arena_fill(thread_arena(), cls, &p, 1) ? p : NULL;
+    }
+    extent_t *e = extent_alloc_large(sc_size[cls] >> LG_PAGE, PAGE);
+    return e ? (void *)e->addr : NULL;
+}
+
+static void free_direct(void *p, unsigned cls)
+{
+    if (cls < SC_NSMALL)
+        arena_flush(&p, 1, cls, "free");
+    else
+        extent_free(extent_of_block((uintptr_t)p));
+}
+
+/* ---- flushing --------------------------------------------------------------------- */
+
+/* Keep the KEEP most recently freed objects of CLS, give the rest back. */
+static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
+{
+    void **cut = NULL, **p = tc->head[cls];
+    for (unsigned i = 0; i < keep && p; i++) {
+        cut = p;
+        p = *p;
+    }
+    if (cut)
+        *cut = NULL;
+    else
+        tc->head[cls] = NULL;
+    void *objs[256];
+    unsigned n = 0;
+    while (p) {
+        void **next = *p;
+        objs[n++] = p;
+        p = next;
+        if (n == ARRAY_SIZE(objs) || !p) {
+            if (cls < SC_NSMALL) {
+                arena_flush(objs, n, cls, "free");
+            } else {
+                for (unsigned i = 0; i < n; i++)
+                    extent_free(extent_of_block((uintptr_t)objs[i]));
+            }
+            n = 0;
+        }
+    }
+    tc->avail[cls] = (uint16_t)(sc_tcache_max[cls] - keep);
+}
+
+static void tcache_flush_all(tcache_t *tc)
+{
+    for (unsigned c = 0; c < SC_NCACHED; c++)
+        if (tc->head[c])
+            tcache_flush(tc, c, 0);
+}
+
+/* ---- life cycle ----------------------------------------------------------------- */
+
+static void tcache_thread_exit(void *arg)
+{
+    tcache_t *tc = arg;
+    if (tc->state != TCACHE_ACTIVE)
+        return;
+    tcache_flush_all(tc);
+    /* Later calls of this thread (other TLS destructors) go straight to the arena. */
+    tc->state = TCACHE_DISABLED;
+    memset(tc->avail, 0, sizeof tc->avail);
+    ATOMIC_SUB(&tcache_nthreads, 1);
+}
+
+void tcache_boot(void)
+{
+    tcache_key = (uintptr_t)os_random_seed() | 1;
+    pthread_key_create(&tcache_exit_key, tcache_thread_exit);
+    ATOMIC_STORE_REL(&tcache_booted, 1);
+}
+
+static void tcache_init(tcache_t *tc)
+{
+    if (!ATOMIC_LOAD_ACQ(&tcache_booted))
+        return; /* too early in start-up: stay UNINIT and use the arena meanwhile */
+    if (!ATOMIC_LOAD(&conf.tcache)) {
+        tc->state = TCACHE_DISABLED;
+        return;
+    }
+    tc->state = TCACHE_BUSY;
+    tc->arena = (uint16_t)thread_arena();
+    /* pthread_setspecific may allocate (keys past the first 32): BUSY sends that to the arena. */
+    if (pthread_setspecific(tcache_exit_key, tc) != 0) {
+        tc->state = TCACHE_DISABLED;
+        return;
+    }
+    for (unsigned c = 0; c < SC_NCACHED; c++)
+        tc->avail[c] = sc_tcache_max[c];
+    ATOMIC_ADD(&tcache_nthreads, 1);
+    tc->state = TCACHE_ACTIVE;
+}
+
+/* ---- slow paths ------------------------------------------------------------------- */
+
+void *tcache_alloc_slow(unsigned cls)
+{
+    tcache_t *tc = &tcache_tls;
+    if (tc->state == TCACHE_UNINIT)
+        tcache_init(tc);
+    if (tc->state != TCACHE_ACTIVE)
+        return alloc_direct(cls);
+    void **p = tc->head[cls];
+    if (p) { /* large classes are served here, not on the fast path */
+        tc->head[cls] = *p;
+        p[1] = NULL;
+        tc->avail[cls]++;
+        return p;
+    }
+    if (cls >= SC_NSMALL)
+        return alloc_direct(cls);
+    unsigned want = MAX(sc_tcache_max[cls] / 2u, 1u);
+    void *head;
+    unsigned got = arena_fill(tc->arena, cls, &head, want);
+    if (!got)
+        return NULL;
+    p = head;
+    tc->head[cls] = *p;
+    tc->avail[cls] = (uint16_t)(tc->avail[cls] - (got - 1));
+    return p;
+}
+
+static void check_double_free(tcache_t *tc, void *p, unsigned cls)
+{
+    for (void **q = tc->head[cls]; q; q = *q)
+        if (q == p)
+            report_double_free("free", p);
+    if (cls < SC_NSMALL) {
+        const range_t *r = region_range_of((uintptr_t)p);
+        extent_t *slab = pm_desc(pm_read(r, (uintptr_t)p));
+        if (arena_region_is_free(slab, (uintptr_t)p))
+            report_double_free("free", p);
+    }
+}
+
+void tcache_free_slow(void *p, unsigned cls)
+{
+    tcache_t *tc = &tcache_tls;
+    if (tc->state == TCACHE_UNINIT)
+        tcache_init(tc);
+    if (((void **)p)[1] == (void *)tcache_key)
+        check_double_free(tc, p, cls);
+    if (tc->state != TCACHE_ACTIVE) {
+        free_direct(p, cls);
+        return;
+    }
+    if (tc->avail[cls] == 0)
+        tcache_flush(tc, cls, sc_tcache_max[cls] / 2u);
+    void **obj = p;
+    obj[0] = tc->head[cls];
+    obj[1] = (void *)tcache_key;
+    tc->head[cls] = obj;
+    tc->avail[cls]--;
+}
+
+void tcache_flush_self(void)
+{
+    tcache_t *tc = &tcache_tls;
+    if (tc->state == TCACHE_ACTIVE)
+        tcache_flush_all(tc);
+}
+
+void tcache_stats(tcache_stats_t *out) { out->nthreads = ATOMIC_LOAD(&tcache_nthreads); }

@@ -1,0 +1,47 @@
+/* tcache.h - per-thread caches: the fast path.
+ *
+ * Each thread keeps, per size class, a singly linked list of free objects threaded
+ * through their first word, and a count of the room left.  malloc pops and free
+ * pushes with no lock and no system call; a miss refills half a cache from the
+ * thread's arena, a full cache flushes its colder half.  A freed object's second
+ * word holds a per-process key, so that a double free is noticed at once in the
+ * common case (as glibc's tcache does). */
+#ifndef TIDE_TCACHE_H
+#define TIDE_TCACHE_H
+
+#include <stdint.h>
+
+#include "size_classes.h"
+#include "util.h"
+
+enum {
+    TCACHE_UNINIT = 0, /* first call of the thread: set up on the slow path */
+    TCACHE_ACTIVE,
+    TCACHE_DISABLED,   /* tcache:off, or the thread is exiting: go to the arena */
+    TCACHE_BUSY        /* being set up: calls made meanwhile go to the arena */
+};
+
+typedef struct tcache_s {
+    void *head[SC_NCACHED];
+    uint16_t avail[SC_NCACHED]; /* room left; 0 also while not ACTIVE */
+    uint16_t arena;
+    uint8_t state;
+} tcache_t;
+
+extern __thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
+extern uintptr_t tcache_key;
+
+/* Slow paths: the cache of CLS is empty / full or not set up. */
+void *tcache_alloc_slow(unsigned cls);
+void tcache_free_slow(void *p, unsigned cls);
+/* Empty the calling thread's cache (tide_purge, malloc_trim). */
+void tcache_flush_self(void);
+/* Set up once per process: the thread-exit hook. */
+void tcache_boot(void);
+
+typedef struct tcache_stats_s {
+    uint64_t nthreads;
+} tcache_stats_t;
+void tcache_stats(tcache_stats_t *out);
+
+#endif
