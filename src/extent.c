@@ -122,7 +122,8 @@ static void insert_free(extent_t *e, unsigned state, uint64_t stamp)
     e->state = (uint8_t)state;
     e->stamp = stamp;
     e->cls = EXTENT_NO_CLASS;
-    e->moved_lo = e->moved_hi = 0;
+    e->moved_len = 0;
+    e->moved_pieces = 0;
     extent_t *n = free_neighbour(e, true, state);
     if (n) {
         tree_remove(n);
@@ -270,29 +271,13 @@ int pageheap_init(void)
 
 /* ---- allocation ------------------------------------------------------------------ */
 
-/* Take NPAGES pages aligned to ALIGN out of the free runs (growing if need be).
- * Returns the descriptor of the taken run, in no tree.  Lock held. */
-static extent_t *take(size_t npages, size_t align)
+/* Cut NPAGES pages at START out of free run F (which must hold them); the pieces
+ * before and after stay free.  Returns F, now describing the cut, in no tree.  Needs
+ * two descriptors.  Lock held. */
+static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
 {
-    size_t align_pages = align >> LG_PAGE;
-    size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
-    if (need < npages || desc_reserve(3) != 0)
-        return NULL;
-    extent_t *f = NULL;
-    for (int attempt = 0; attempt < 2 && !f; attempt++) {
-        for (unsigned s = 0; s < EXTENT_NFREE && !f; s++) {
-            rb_node_t *n = rb_lower_bound(&pageheap.free[s], &need, extent_cmp_npages);
-            if (n)
-                f = container_of(n, extent_t, rb);
-        }
-        if (!f && (attempt > 0 || grow(need) != 0))
-            return NULL;
-    }
-    if (!f)
-        return NULL;
     tree_remove(f);
     unsigned state = f->state;
-    uintptr_t start = ALIGN_UP(f->addr, MAX(align, PAGE));
     size_t lead = (start - f->addr) >> LG_PAGE;
     size_t trail = f->npages - lead - npages;
     if (lead) {
@@ -309,14 +294,42 @@ static extent_t *take(size_t npages, size_t align)
         t->range = f->range;
         insert_free(t, state, f->stamp);
     }
-    /* The taken run's old boundary entries must not survive as its interior. */
+    /* The cut's old boundary entries must not survive as its interior. */
     extent_clear_boundaries(f);
     f->addr = start;
     f->npages = npages;
     f->zeroed = state == EXTENT_CLEAN;
-    f->moved_lo = f->moved_hi = 0;
+    f->moved_len = 0;
+    f->moved_pieces = 0;
     pageheap.npages_active += npages;
     return f;
+}
+
+/* The smallest free run of at least NPAGES pages, dirty first, then lazy, then clean. */
+static extent_t *best_fit(size_t npages)
+{
+    for (unsigned s = 0; s < EXTENT_NFREE; s++) {
+        rb_node_t *n = rb_lower_bound(&pageheap.free[s], &npages, extent_cmp_npages);
+        if (n)
+            return container_of(n, extent_t, rb);
+    }
+    return NULL;
+}
+
+/* Take NPAGES pages aligned to ALIGN out of the free runs (growing if need be).
+ * Returns the descriptor of the taken run, in no tree.  Lock held. */
+static extent_t *take(size_t npages, size_t align)
+{
+    size_t align_pages = align >> LG_PAGE;
+    size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
+    if (need < npages || desc_reserve(3) != 0)
+        return NULL;
+    extent_t *f = best_fit(need);
+    if (!f && grow(need) == 0)
+        f = best_fit(need);
+    if (!f)
+        return NULL;
+    return carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), npages);
 }
 
 extent_t *extent_alloc_large(size_t npages, size_t align)
@@ -429,6 +442,60 @@ out:
     if (ok && shrunk)
         purge_after_free();
     return ok;
+}
+
+/* The free run that ends the last range (the "wilderness"), or NULL. */
+static extent_t *tail_run(void)
+{
+    const range_t *r = &region.ranges[region.nranges - 1];
+    uintptr_t end = ATOMIC_LOAD(&r->end);
+    pm_entry_t entry = pm_read(r, end - PAGE);
+    extent_t *f = pm_desc(entry);
+    if (pm_tag(entry) != PM_TAG_FREE || f->state >= EXTENT_NFREE || extent_end(f) != end)
+        return NULL;
+    return f;
+}
+
+extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent)
+{
+    size_t slack = HUGEPAGE >> LG_PAGE;
+    size_t need = npages + slack, room = 2 * npages + slack;
+    extent_t *e = NULL;
+    lock_acquire(&pageheap.lock);
+    if (desc_reserve(3) != 0)
+        goto out;
+    /* The tail of the range first: a block there grows by extending the range. */
+    extent_t *f = tail_run();
+    if (!f || f->npages < room) {
+        extent_t *g = best_fit(room);
+        if (g)
+            f = g;
+    }
+    if (!f || f->npages < need) {
+        if (grow(room) != 0 || !(f = tail_run()) || f->npages < need)
+            goto out;
+    }
+    uintptr_t start = f->addr + ((congruent - f->addr) & (HUGEPAGE - 1));
+    e = carve(f, start, npages);
+    e->state = EXTENT_LARGE;
+    e->cls = EXTENT_NO_CLASS;
+    pageheap.nlarge_alloc++;
+out:
+    lock_release(&pageheap.lock);
+    return e;
+}
+
+void extent_finish_move(extent_t *old, extent_t *target)
+{
+    lock_acquire(&pageheap.lock);
+    extent_clear_boundaries(old);
+    pageheap.npages_active -= old->npages;
+    pageheap.nlarge_free++;
+    insert_free(old, EXTENT_CLEAN, 0);
+    int cls = sz_large_class_of_pages(target->npages);
+    target->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
+    extent_set_large_boundaries(target);
+    lock_release(&pageheap.lock);
 }
 
 extent_t *extent_of_block(uintptr_t addr)

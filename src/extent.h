@@ -48,7 +48,8 @@ typedef struct extent_s {
     rb_node_t rb;      /* free: page-heap tree by (npages, addr); slab: bin's non-full tree */
     list_node_t lru;   /* dirty: the page heap's age order (oldest first) */
     uint64_t stamp;    /* dirty: when it was freed (ns) */
-    uintptr_t moved_lo, moved_hi; /* large: the part that sits in its own VMA after an mremap */
+    size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
+    uint8_t moved_pieces; /* ... how many such VMAs */
     uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
 } extent_t;
 
@@ -83,6 +84,13 @@ void extent_free(extent_t *e);
 /* Grow or shrink large block E in place to NPAGES; false when the pages after it are
  * not free. */
 bool extent_resize(extent_t *e, size_t npages);
+/* A place for a block of NPAGES pages that has to move: at an address congruent to
+ * CONGRUENT modulo 2 MiB, with free room after it to keep growing (the range's tail
+ * when it can).  Returned as a large block without page-map entries yet. */
+extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent);
+/* After the pages of OLD were moved to TARGET: OLD's place becomes clean free space and
+ * TARGET the live block. */
+void extent_finish_move(extent_t *old, extent_t *target);
 /* Zeroed, never-freed metadata. */
 void *meta_alloc(size_t size);
 

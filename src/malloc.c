@@ -74,7 +74,6 @@ static void tide_prefork(void)
 {
     lock_acquire(&tide_init_lock);
     purge_prefork();
-    remap_prefork();
     arenas_lock_all();
     lock_acquire(&pageheap.lock);
 }
@@ -83,7 +82,6 @@ static void tide_postfork_parent(void)
 {
     lock_release(&pageheap.lock);
     arenas_unlock_all();
-    remap_postfork_parent();
     purge_postfork_parent();
     lock_release(&tide_init_lock);
 }
@@ -92,7 +90,6 @@ static void tide_postfork_child(void)
 {
     lock_init(&pageheap.lock);
     arenas_reinit_locks();
-    remap_postfork_child();
     purge_postfork_child();
     os_postfork_child();
     lock_init(&tide_init_lock);
@@ -354,22 +351,16 @@ TIDE_EXPORT void *tide_realloc(void *p, size_t size)
     }
     if (usable == b.usable)
         return p;
-    if (b.ext->state == EXTENT_LARGE) {
-        if (usable >= sc_size[SC_NSMALL]) {
-            /* Page runs both: grow or shrink where the block is. */
-            if (extent_resize(b.ext, usable >> LG_PAGE)) {
-                remap_count_in_place();
-                return p;
-            }
-            void *q = remap_grow(b.ext, usable);
-            if (q)
-                return q;
-        }
-    } else if (size < b.usable && size > b.usable / 2) {
+    if (b.ext->state == EXTENT_LARGE && usable >= sc_size[SC_NSMALL]) {
+        /* Page runs both: in place, or by moving pages. */
+        void *q = remap_realloc(b.ext, usable);
+        if (q)
+            return q;
+        if (usable > b.usable)
+            remap_count_copy();
+    } else if (b.ext->state == EXTENT_SLAB && size < b.usable && size > b.usable / 2) {
         return p; /* a small shrink: not worth a copy */
     }
-    if (b.ext->state == EXTENT_LARGE && usable > b.usable)
-        remap_count_copy(b.ext);
     return realloc_move(p, b.usable, size, &b);
 }
 

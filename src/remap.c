@@ -1,28 +1,121 @@
-/* remap.c - the large-realloc path (in place / mremap move / copy). */
+/* remap.c - the large-realloc path: in place, else mremap move, else copy.
+ *
+ * VMA budget: a moved block made of k pieces (a piece per move it went through with
+ * data in another VMA) splits the range's VMA into at most k + 2 VMAs, so it costs
+ * k + 1 extra.  The sum over live moved blocks is kept at or below 2 * remap_max, which
+ * keeps tide's range within 1 + 2 * remap_max VMAs; a move that would exceed it copies. */
 #include "remap.h"
 
-static uint64_t remap_in_place, remap_copies; /* atomic */
+#include "conf.h"
+#include "os.h"
 
-void remap_init(void) {}
-void *remap_grow(extent_t *e, size_t usable)
+static uint64_t remap_moves, remap_heals, remap_copies, remap_in_place; /* atomic */
+static uint64_t remap_live;   /* moved blocks not yet healed (atomic) */
+static uint64_t remap_budget; /* extra VMAs they cost (atomic) */
+
+void remap_init(void) { (void)os_has_dontunmap(); }
+
+static uint64_t block_cost(const extent_t *e) { return e->moved_pieces ? e->moved_pieces + 1u : 0; }
+
+/* Fresh pages over [ADDR, ADDR+LEN), with the range's advice: they merge back into the
+ * range's VMA. */
+static void heal(uintptr_t addr, size_t len)
 {
-    (void)e;
-    (void)usable;
+    if (os_map_over(addr, len) != 0) {
+        /* The kernel refused (no VMA left?): the old VMA stays; nothing is lost. */
+        return;
+    }
+    if (region.thp)
+        os_hugepage(addr, len);
+    ATOMIC_ADD(&remap_heals, 1);
+}
+
+static void forget_move(extent_t *e)
+{
+    ATOMIC_SUB(&remap_budget, block_cost(e));
+    ATOMIC_SUB(&remap_live, 1);
+    e->moved_len = 0;
+    e->moved_pieces = 0;
+}
+
+void remap_before_free(extent_t *e)
+{
+    if (!e->moved_pieces)
+        return;
+    heal(e->addr, e->moved_len);
+    forget_move(e);
+}
+
+/* Reserve COST - OLD_COST more of the VMA budget; false when it would overflow. */
+static bool budget_take(uint64_t cost, uint64_t old_cost)
+{
+    uint64_t limit = 2 * (uint64_t)ATOMIC_LOAD(&conf.remap_max);
+    uint64_t cur = ATOMIC_LOAD(&remap_budget);
+    do {
+        if (cur - old_cost + cost > limit)
+            return false;
+    } while (!__atomic_compare_exchange_n(&remap_budget, &cur, cur - old_cost + cost, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return true;
+}
+
+static void *remap_move(extent_t *e, size_t npages)
+{
+    size_t old_bytes = extent_size(e);
+    /* Pieces at the new place: the old moved pieces, plus one for the part that grew in
+     * place after the last move (it sits in the range's VMA, with other offsets). */
+    unsigned pieces = e->moved_pieces ? e->moved_pieces + (e->moved_len < old_bytes) : 1;
+    if (pieces > 250 || !budget_take(pieces + 1u, block_cost(e)))
+        return NULL;
+    extent_t *t = extent_alloc_move_target(npages, e->addr);
+    if (!t)
+        goto fail;
+    if (os_move(e->addr, old_bytes, t->addr) != 0) {
+        extent_free(t);
+        goto fail;
+    }
+    if (e->moved_pieces)
+        heal(e->addr, e->moved_len); /* the emptied old pieces rejoin the range's VMA */
+    else
+        ATOMIC_ADD(&remap_live, 1);
+    t->moved_len = old_bytes;
+    t->moved_pieces = (uint8_t)pieces;
+    e->moved_len = 0;
+    e->moved_pieces = 0;
+    extent_finish_move(e, t);
+    ATOMIC_ADD(&remap_moves, 1);
+    return (void *)t->addr;
+fail:
+    ATOMIC_SUB(&remap_budget, pieces + 1u);
+    ATOMIC_ADD(&remap_budget, block_cost(e));
     return NULL;
 }
-void remap_before_free(extent_t *e) { (void)e; }
-void remap_count_in_place(void) { ATOMIC_ADD(&remap_in_place, 1); }
-void remap_count_copy(extent_t *e)
+
+void *remap_realloc(extent_t *e, size_t usable)
 {
-    (void)e;
-    ATOMIC_ADD(&remap_copies, 1);
+    size_t npages = usable >> LG_PAGE;
+    if (npages < e->npages && e->moved_len > usable) {
+        /* The cut-off tail must not stay behind in a VMA of its own. */
+        heal(e->addr + usable, e->moved_len - usable);
+        e->moved_len = usable;
+    }
+    if (extent_resize(e, npages)) {
+        ATOMIC_ADD(&remap_in_place, 1);
+        return (void *)e->addr;
+    }
+    if (npages < e->npages || extent_size(e) < (size_t)ATOMIC_LOAD(&conf.remap_threshold) ||
+        !ATOMIC_LOAD(&conf.remap) || !os_has_dontunmap())
+        return NULL;
+    return remap_move(e, npages);
 }
-void remap_prefork(void) {}
-void remap_postfork_parent(void) {}
-void remap_postfork_child(void) {}
+
+void remap_count_copy(void) { ATOMIC_ADD(&remap_copies, 1); }
+
 void remap_stats(remap_stats_t *out)
 {
-    out->moves = out->heals = out->live = 0;
+    out->moves = ATOMIC_LOAD(&remap_moves);
+    out->heals = ATOMIC_LOAD(&remap_heals);
     out->copies = ATOMIC_LOAD(&remap_copies);
     out->in_place = ATOMIC_LOAD(&remap_in_place);
+    out->live = ATOMIC_LOAD(&remap_live);
 }

@@ -1,5 +1,12 @@
-/* remap.h - large realloc without copying: grow in place, else move the pages with
- * mremap(MREMAP_DONTUNMAP) inside tide's range, never leaving a hole. */
+/* remap.h - large realloc without copying.
+ *
+ * A large block grows in place when the pages after it are free (bookkeeping only: they
+ * are mapped already).  Otherwise, above remap_threshold, its pages move with
+ * mremap(MREMAP_DONTUNMAP) to a free place inside tide's range, congruent modulo 2 MiB
+ * (page tables move whole) and with room to keep growing; the old place stays mapped,
+ * empty, and becomes clean free space: no hole.  A moved block lives in VMAs of its own
+ * until it is freed or moved again, when an mmap(MAP_FIXED) over its old pages heals
+ * them back into the range's VMA.  The VMAs such blocks cost are capped by remap_max. */
 #ifndef TIDE_REMAP_H
 #define TIDE_REMAP_H
 
@@ -9,17 +16,14 @@
 #include "extent.h"
 
 void remap_init(void);
-/* Move large block E (growing to USABLE bytes) to a place where it can grow, keeping
- * its contents.  Returns the new address, or NULL when the caller must copy. */
-void *remap_grow(extent_t *e, size_t usable);
-/* A block that was moved sits in VMAs of its own: merge them back before it is freed. */
+/* Resize large block E to USABLE bytes (a page multiple >= 16 KiB) without copying:
+ * in place, or by moving its pages.  Returns the block's address, or NULL when the
+ * caller must allocate, copy and free. */
+void *remap_realloc(extent_t *e, size_t usable);
+/* E is about to be freed: heal the VMAs of its moved part. */
 void remap_before_free(extent_t *e);
-void remap_count_in_place(void);
-void remap_count_copy(extent_t *e);
-
-void remap_prefork(void);
-void remap_postfork_parent(void);
-void remap_postfork_child(void);
+/* A large realloc had to copy. */
+void remap_count_copy(void);
 
 typedef struct remap_stats_s {
     uint64_t moves, heals, copies, in_place, live;

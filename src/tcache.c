@@ -101,6 +101,8 @@ static void tcache_thread_exit(void *arg)
     /* Later calls of this thread (other TLS destructors) go straight to the arena. */
     tc->state = TCACHE_DISABLED;
     memset(tc->avail, 0, sizeof tc->avail);
+    arena_release(tc->arena);
+    tcache_has_arena = 0;
     ATOMIC_SUB(&tcache_nthreads, 1);
 }
 
