@@ -141,7 +141,8 @@ static void large_free(extent_t *e)
 
 static void block_free(void *p, const block_t *b)
 {
-    if (b->cls != EXTENT_NO_CLASS)
+    /* A moved block (shrunk into a cached class) must be healed, not cached. */
+    if (b->cls != EXTENT_NO_CLASS && !(b->ext->state == EXTENT_LARGE && b->ext->moved_pieces))
         tcache_free_slow(p, b->cls);
     else
         large_free(b->ext);
