@@ -30,3 +30,10 @@ BUILT_SOURCES += src/size_classes.h
 CLEANFILES += src/size_classes.h
 src/size_classes.h: src/gen_size_classes$(EXEEXT)
 	$(AM_V_GEN)src/gen_size_classes$(EXEEXT) > $@.tmp && mv $@.tmp $@
+
+# The `tide` wrapper: runs a program with the installed library preloaded.
+bin_SCRIPTS += tools/tide
+CLEANFILES += tools/tide
+EXTRA_DIST += tools/tide.in
+tools/tide: $(top_srcdir)/tools/tide.in Makefile
+	$(AM_V_GEN)mkdir -p tools && sed -e 's|@libdir[@]|$(libdir)|g' $(top_srcdir)/tools/tide.in > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@

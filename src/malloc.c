@@ -49,7 +49,6 @@ static TIDE_NOINLINE bool tide_boot(void)
         return false;
     }
     purge_init();
-    remap_init();
     ATOMIC_STORE_REL(&tide_ready, 1);
     lock_release(&tide_init_lock);
     /* These may allocate: the heap is ready for them. */

@@ -13,8 +13,6 @@ static uint64_t remap_moves, remap_heals, remap_copies, remap_in_place; /* atomi
 static uint64_t remap_live;   /* moved blocks not yet healed (atomic) */
 static uint64_t remap_budget; /* extra VMAs they cost (atomic) */
 
-void remap_init(void) { (void)os_has_dontunmap(); }
-
 static uint64_t block_cost(const extent_t *e) { return e->moved_pieces ? e->moved_pieces + 1u : 0; }
 
 /* Fresh pages over [ADDR, ADDR+LEN), with the range's advice: they merge back into the

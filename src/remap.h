@@ -15,7 +15,6 @@
 
 #include "extent.h"
 
-void remap_init(void);
 /* Resize large block E to USABLE bytes (a page multiple >= 16 KiB) without copying:
  * in place, or by moving its pages.  Returns the block's address, or NULL when the
  * caller must allocate, copy and free. */
