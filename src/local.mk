@@ -32,8 +32,8 @@ src/size_classes.h: src/gen_size_classes$(EXEEXT)
 	$(AM_V_GEN)src/gen_size_classes$(EXEEXT) > $@.tmp && mv $@.tmp $@
 
 # The `tide` wrapper: runs a program with the installed library preloaded.
-bin_SCRIPTS += tools/tide
-CLEANFILES += tools/tide
-EXTRA_DIST += tools/tide.in
-tools/tide: $(top_srcdir)/tools/tide.in Makefile
-	$(AM_V_GEN)mkdir -p tools && sed -e 's|@libdir[@]|$(libdir)|g' $(top_srcdir)/tools/tide.in > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+bin_SCRIPTS += src/tide
+CLEANFILES += src/tide
+EXTRA_DIST += src/tide.in
+src/tide: $(top_srcdir)/src/tide.in Makefile
+	$(AM_V_GEN)sed -e 's|@libdir[@]|$(libdir)|g' $(top_srcdir)/src/tide.in > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
