@@ -90,6 +90,11 @@ int tide_stats_get(tide_stats_t *out, size_t stats_size);
 /* Print the statistics on stderr, as text, or as one JSON object when json != 0. */
 void tide_stats_print(int json);
 
+/* Walk the whole heap and verify tide's invariants (extents tile the range, page-map
+ * entries, coalescing, slab bitmaps, counters).  Returns 0, or prints the first broken
+ * invariant on stderr and returns -1.  Takes every lock: for tests and debugging. */
+int tide_check(void);
+
 /* The address ranges tide owns: fills up to MAX [lo, hi) pairs, returns how many exist. */
 size_t tide_ranges(uintptr_t (*out)[2], size_t max);
 

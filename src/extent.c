@@ -164,8 +164,10 @@ static int grow(size_t min_pages)
 static void meta_claim(uintptr_t addr, size_t npages, unsigned range, bool zero)
 {
     const range_t *r = &region.ranges[range];
-    pm_write(r, addr, pm_make(NULL, PM_TAG_META));
-    pm_write(r, addr + ((npages - 1) << LG_PAGE), pm_make(NULL, PM_TAG_META));
+    /* A metadata chunk has no descriptor: its entries carry its length instead. */
+    pm_entry_t entry = pm_make((void *)(uintptr_t)npages, PM_TAG_META);
+    pm_write(r, addr, entry);
+    pm_write(r, addr + ((npages - 1) << LG_PAGE), entry);
     if (zero)
         memset((void *)addr, 0, npages << LG_PAGE);
     pageheap.meta_cur = addr;
@@ -277,6 +279,9 @@ int pageheap_init(void)
 static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
 {
     tree_remove(f);
+    /* The run's boundary entries must not survive inside the cut: clear them before the
+     * pieces around it write theirs. */
+    extent_clear_boundaries(f);
     unsigned state = f->state;
     size_t lead = (start - f->addr) >> LG_PAGE;
     size_t trail = f->npages - lead - npages;
@@ -294,8 +299,6 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
         t->range = f->range;
         insert_free(t, state, f->stamp);
     }
-    /* The cut's old boundary entries must not survive as its interior. */
-    extent_clear_boundaries(f);
     f->addr = start;
     f->npages = npages;
     f->zeroed = state == EXTENT_CLEAN;

@@ -14,6 +14,7 @@ src_libtide_la_SOURCES = \
 	src/conf.h src/conf.c \
 	src/stats.h src/stats.c \
 	src/report.h src/report.c \
+	src/check.h src/check.c \
 	src/malloc.c
 nodist_src_libtide_la_SOURCES = src/size_classes.h
 src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src

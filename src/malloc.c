@@ -13,6 +13,7 @@
 #include "tide.h"
 
 #include "arena.h"
+#include "check.h"
 #include "conf.h"
 #include "extent.h"
 #include "os.h"
@@ -544,3 +545,5 @@ TIDE_EXPORT size_t tide_ranges(uintptr_t (*out)[2], size_t max)
     }
     return n;
 }
+
+TIDE_EXPORT int tide_check(void) { return tide_ensure() ? heap_check() : 0; }

@@ -1,0 +1,107 @@
+/* check.c - heap consistency walk.
+ *
+ * With every lock held, walk each range from base to end through the page map and check
+ * that extents tile it exactly, that every page-map entry the fast path may read is
+ * right, that free runs are coalesced and counted, that slab bitmaps agree with their
+ * counts, and that the statistics reconcile. */
+#include "check.h"
+
+#include "arena.h"
+#include "extent.h"
+#include "region.h"
+#include "report.h"
+#include "size_classes.h"
+
+static int check_fail(const char *what, uintptr_t addr)
+{
+    char hex[24];
+    const char *pieces[] = { "heap check: ", what, " at ", report_fmt_u64(hex, addr, 1) };
+    report_line(pieces, ARRAY_SIZE(pieces));
+    return -1;
+}
+
+static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *active, size_t *slab, size_t *meta)
+{
+    unsigned prev_free_state = ~0u;
+    uintptr_t a = r->base, end = ATOMIC_LOAD(&r->end);
+    while (a < end) {
+        pm_entry_t entry = pm_read(r, a);
+        unsigned tag = pm_tag(entry);
+        size_t n;
+        if (tag == PM_TAG_META) {
+            n = (size_t)(uintptr_t)pm_desc(entry);
+            if (n == 0 || pm_read(r, a + ((n - 1) << LG_PAGE)) != entry)
+                return check_fail("metadata chunk with bad entries", a);
+            *meta += n;
+            prev_free_state = ~0u;
+        } else {
+            extent_t *e = pm_desc(entry);
+            if (!e || e->addr != a || e->npages == 0)
+                return check_fail("no extent starts where the previous one ended", a);
+            n = e->npages;
+            if (extent_end(e) > end)
+                return check_fail("extent runs past the end of its range", a);
+            if (e->state < EXTENT_NFREE || e->state == EXTENT_PURGING) {
+                if (tag != PM_TAG_FREE || pm_read(r, extent_end(e) - PAGE) != pm_make(e, PM_TAG_FREE))
+                    return check_fail("free run with bad boundary entries", a);
+                if (e->state == prev_free_state)
+                    return check_fail("two adjacent free runs in the same state", a);
+                npages[e->state == EXTENT_PURGING ? EXTENT_DIRTY : e->state] += n;
+                prev_free_state = e->state;
+            } else if (e->state == EXTENT_SLAB) {
+                if (e->cls >= SC_NSMALL || n != sc_slab_pages[e->cls])
+                    return check_fail("slab of a bad class or size", a);
+                for (size_t i = 0; i < n; i++)
+                    if (pm_read(r, a + (i << LG_PAGE)) != pm_make(e, e->cls + 1u))
+                        return check_fail("slab page with a bad entry", a + (i << LG_PAGE));
+                unsigned nfree = 0;
+                for (unsigned w = 0; w < SC_MAX_NREGS / 64; w++)
+                    nfree += (unsigned)__builtin_popcountll(e->bitmap[w]);
+                if (nfree != e->nfree || nfree > sc_nregs[e->cls])
+                    return check_fail("slab bitmap disagrees with its free count", a);
+                *active += n;
+                *slab += n;
+                prev_free_state = ~0u;
+            } else if (e->state == EXTENT_LARGE) {
+                unsigned want = e->cls == EXTENT_NO_CLASS ? PM_TAG_LARGE : e->cls + 1u;
+                if (tag != want || (n > 1 && pm_read(r, extent_end(e) - PAGE) != pm_make(e, PM_TAG_LARGE)))
+                    return check_fail("large block with bad boundary entries", a);
+                for (size_t i = 1; i + 1 < n; i++) {
+                    unsigned t = pm_tag(pm_read(r, a + (i << LG_PAGE)));
+                    if (t != 0 && t != PM_TAG_FREE && t != PM_TAG_LARGE)
+                        return check_fail("class tag inside a large block", a + (i << LG_PAGE));
+                }
+                *active += n;
+                prev_free_state = ~0u;
+            } else {
+                return check_fail("extent in an unknown state", a);
+            }
+        }
+        a += n << LG_PAGE;
+    }
+    return a == end ? 0 : check_fail("extents overrun the range", a);
+}
+
+int heap_check(void)
+{
+    int err = 0;
+    arenas_lock_all();
+    lock_acquire(&pageheap.lock);
+    size_t npages[EXTENT_NFREE] = { 0 }, active = 0, slab = 0, meta = 0;
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned i = 0; i < n && !err; i++)
+        err = walk_range(&region.ranges[i], npages, &active, &slab, &meta);
+    if (!err) {
+        for (unsigned s = 0; s < EXTENT_NFREE && !err; s++)
+            if (npages[s] != pageheap.npages[s])
+                err = check_fail("free pages disagree with the page heap's count", s);
+        if (!err && (active != pageheap.npages_active || slab != pageheap.npages_slab || meta != pageheap.npages_meta))
+            err = check_fail("active, slab or metadata pages disagree with the counts", active);
+        size_t total = active + meta + npages[0] + npages[1] + npages[2];
+        if (!err && (total << LG_PAGE) != region.heap_mapped)
+            err = check_fail("pages do not add up to what is mapped", total);
+    }
+    lock_release(&pageheap.lock);
+    arenas_unlock_all();
+    return err;
+}
