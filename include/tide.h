@@ -95,6 +95,12 @@ void tide_stats_print(int json);
  * invariant on stderr and returns -1.  Takes every lock: for tests and debugging. */
 int tide_check(void);
 
+/* Test builds only (./configure --enable-fault-injection): after SKIP successful calls,
+ * make the next COUNT operating-system calls of kind OP fail with ENOMEM: OP 0 = mapping
+ * or growing a range, 1 = purging (madvise/process_madvise), 2 = moving pages (mremap),
+ * 3 = healing a moved block (mmap).  Returns 0, or -1 with errno ENOSYS in other builds. */
+int tide_fault_inject(int op, long skip, long count);
+
 /* The address ranges tide owns: fills up to MAX [lo, hi) pairs, returns how many exist. */
 size_t tide_ranges(uintptr_t (*out)[2], size_t max);
 

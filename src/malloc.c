@@ -547,3 +547,18 @@ TIDE_EXPORT size_t tide_ranges(uintptr_t (*out)[2], size_t max)
 }
 
 TIDE_EXPORT int tide_check(void) { return tide_ensure() ? heap_check() : 0; }
+
+TIDE_EXPORT int tide_fault_inject(int op, long skip, long count)
+{
+#ifdef TIDE_FAULT_INJECTION
+    if (op >= 0 && op < OS_OP_COUNT) {
+        os_fault_set((os_op_t)op, skip, count);
+        return 0;
+    }
+    errno = EINVAL;
+#else
+    (void)op, (void)skip, (void)count;
+    errno = ENOSYS;
+#endif
+    return -1;
+}

@@ -16,21 +16,23 @@ static uint64_t remap_budget; /* extra VMAs they cost (atomic) */
 static uint64_t block_cost(const extent_t *e) { return e->moved_pieces ? e->moved_pieces + 1u : 0; }
 
 /* Fresh pages over [ADDR, ADDR+LEN), with the range's advice: they merge back into the
- * range's VMA. */
-static void heal(uintptr_t addr, size_t len)
+ * range's VMA.  False when the kernel refused (near vm.max_map_count, say): the old VMAs
+ * stay, nothing is lost but their budget. */
+static bool heal(uintptr_t addr, size_t len)
 {
-    if (os_map_over(addr, len) != 0) {
-        /* The kernel refused (no VMA left?): the old VMA stays; nothing is lost. */
-        return;
-    }
+    if (os_map_over(addr, len) != 0)
+        return false;
     if (region.thp)
         os_hugepage(addr, len);
     ATOMIC_ADD(&remap_heals, 1);
+    return true;
 }
 
-static void forget_move(extent_t *e)
+/* E no longer counts as moved; its VMA budget comes back only if HEALED. */
+static void forget_move(extent_t *e, bool healed)
 {
-    ATOMIC_SUB(&remap_budget, block_cost(e));
+    if (healed)
+        ATOMIC_SUB(&remap_budget, block_cost(e));
     ATOMIC_SUB(&remap_live, 1);
     e->moved_len = 0;
     e->moved_pieces = 0;
@@ -38,10 +40,8 @@ static void forget_move(extent_t *e)
 
 void remap_before_free(extent_t *e)
 {
-    if (!e->moved_pieces)
-        return;
-    heal(e->addr, e->moved_len);
-    forget_move(e);
+    if (e->moved_pieces)
+        forget_move(e, heal(e->addr, e->moved_len));
 }
 
 /* Reserve COST - OLD_COST more of the VMA budget; false when it would overflow. */
@@ -72,10 +72,13 @@ static void *remap_move(extent_t *e, size_t npages)
         extent_free(t);
         goto fail;
     }
-    if (e->moved_pieces)
-        heal(e->addr, e->moved_len); /* the emptied old pieces rejoin the range's VMA */
-    else
+    if (e->moved_pieces) {
+        /* The emptied old pieces rejoin the range's VMA. */
+        if (!heal(e->addr, e->moved_len))
+            ATOMIC_ADD(&remap_budget, block_cost(e)); /* still there: keep paying */
+    } else {
         ATOMIC_ADD(&remap_live, 1);
+    }
     t->moved_len = old_bytes;
     t->moved_pieces = (uint8_t)pieces;
     e->moved_len = 0;

@@ -1,2 +1,3 @@
 # test/: the Criterion suites run by `make check`.
 include test/ebizzy.mk
+include test/reliability.mk

@@ -1,0 +1,1 @@
+# Reliability suite (soak, fault injection, misuse, fuzzing, sanitizers).
