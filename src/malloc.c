@@ -155,10 +155,13 @@ static void *large_alloc(size_t size, size_t align, bool zero)
 {
     if (size > PTRDIFF_MAX - HUGEPAGE)
         return NULL;
-    size_t npages = pages_of(size);
-    if (ATOMIC_LOAD(&conf.thp) && size >= HUGEPAGE)
-        align = MAX(align, HUGEPAGE); /* whole huge pages, purged whole */
-    extent_t *e = extent_alloc_large(npages, align);
+    if (ATOMIC_LOAD(&conf.thp) && size >= HUGEPAGE) {
+        /* Whole aligned huge pages: the kernel faults them in whole anyway, and the
+         * block can later be purged whole, leaving no fringe that would split one. */
+        size = ALIGN_UP(size, HUGEPAGE);
+        align = MAX(align, HUGEPAGE);
+    }
+    extent_t *e = extent_alloc_large(pages_of(size), align);
     if (!e)
         return NULL;
     if (zero && !e->zeroed)
