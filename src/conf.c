@@ -64,7 +64,7 @@ static const conf_key_t conf_keys[] = {
 };
 
 static void conf_warn(const char *what, const char *key, size_t keylen, const char *val, size_t vallen,
-                      const char *accepted)
+                      const char *accepted, bool at_start)
 {
     char k[64], v[64];
     size_t kl = MIN(keylen, sizeof k - 1), vl = MIN(vallen, sizeof v - 1);
@@ -75,7 +75,7 @@ static void conf_warn(const char *what, const char *key, size_t keylen, const ch
     v[val ? vl : 0] = '\0';
     if (val) {
         const char *pieces[] = { "TIDE_CONF: ", what, " '", v, "' for ", k, " (accepted: ", accepted,
-                                 "); keeping the default" };
+                                 at_start ? "); keeping the default" : "); value unchanged" };
         report_line(pieces, ARRAY_SIZE(pieces));
     } else {
         const char *pieces[] = { "TIDE_CONF: ", what, " '", k, "' (", accepted, ")" };
@@ -169,7 +169,7 @@ int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, boo
             strcat(keys, i ? ", " : " ");
             strcat(keys, conf_keys[i].name);
         }
-        conf_warn("unknown key", key, keylen, NULL, 0, keys);
+        conf_warn("unknown key", key, keylen, NULL, 0, keys, at_start);
         return EINVAL;
     }
     if (!at_start && !k->runtime)
@@ -196,7 +196,7 @@ int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, boo
     if (!ok) {
         char acc[128];
         accepted_text(k, acc, sizeof acc);
-        conf_warn("bad value", k->name, strlen(k->name), val, vallen, acc);
+        conf_warn("bad value", k->name, strlen(k->name), val, vallen, acc, at_start);
         return EINVAL;
     }
     ATOMIC_STORE(k->value, v);
@@ -215,7 +215,7 @@ int conf_parse(const char *s, bool at_start)
         } else if (word_is(s, n, "help")) {
             conf_print_help();
         } else if (!colon) {
-            conf_warn("missing ':value' after", s, n, NULL, 0, "entries are key:value");
+            conf_warn("missing ':value' after", s, n, NULL, 0, "entries are key:value", at_start);
             bad++;
         } else if (conf_set(s, (size_t)(colon - s), colon + 1, n - (size_t)(colon - s) - 1, at_start) != 0) {
             bad++;

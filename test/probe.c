@@ -1,0 +1,174 @@
+/* probe.c - a small program the purge/conf/stats tests run in a fresh process, with a
+ * TIDE_CONF of their choosing (tide reads it once, at start-up).  It reports what it saw
+ * on stdout as "key=value" lines.  Between measurements it calls neither the allocator
+ * nor stdio: /proc files are read with open/read into stack buffers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tide.h"
+
+#define MiB (1024L * 1024)
+
+static long read_kb(const char *path, const char *field)
+{
+    char buf[8192];
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    size_t flen = strlen(field);
+    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, field, flen) == 0 && l[flen] == ':')
+            return strtol(l + flen + 1, NULL, 10);
+    return -1;
+}
+
+static long rss_kb(void) { return read_kb("/proc/self/status", "VmRSS"); }
+static long lazy_kb(void) { return read_kb("/proc/self/smaps_rollup", "LazyFree"); }
+
+/* Lines of /proc/self/maps that overlap tide's ranges. */
+static long tide_vmas(void)
+{
+    uintptr_t r[8][2];
+    size_t nr = tide_ranges(r, 8);
+    int fd = open("/proc/self/maps", O_RDONLY);
+    char buf[1 << 16];
+    size_t have = 0;
+    ssize_t n;
+    while (have < sizeof buf - 1 && (n = read(fd, buf + have, sizeof buf - 1 - have)) > 0)
+        have += (size_t)n;
+    close(fd);
+    buf[have] = '\0';
+    long count = 0;
+    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        unsigned long a = strtoul(l, NULL, 16), b = strtoul(strchr(l, '-') + 1, NULL, 16);
+        for (size_t i = 0; i < nr && i < 8; i++)
+            if (b > r[i][0] && a < r[i][1])
+                count++;
+    }
+    return count;
+}
+
+static void touch(void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += 4096)
+        ((volatile char *)p)[i] = (char)i;
+    if (n)
+        ((volatile char *)p)[n - 1] = 1;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Mixed sizes from 1 KiB to 1 MiB, touched, until TOTAL usable bytes; returns count. */
+static size_t alloc_mixed(void **v, size_t max, size_t total, size_t *usable, uint64_t *seed)
+{
+    size_t n = 0, sum = 0;
+    while (sum < total && n < max) {
+        size_t sz = (size_t)1024 << (rnd(seed) % 11);
+        sz += rnd(seed) % sz;
+        v[n] = malloc(sz);
+        if (!v[n])
+            exit(3);
+        touch(v[n], sz);
+        sum += malloc_usable_size(v[n]);
+        n++;
+    }
+    *usable = sum;
+    return n;
+}
+
+/* drop MB: allocate MB MiB in 1 MiB blocks and a few small ones, free them, report RSS,
+ * LazyFree and tide's VMAs before and after. */
+static int cmd_drop(long mb)
+{
+    void **v = calloc((size_t)mb, sizeof *v);
+    for (long i = 0; i < mb; i++) {
+        v[i] = malloc(MiB);
+        touch(v[i], MiB);
+    }
+    long rss0 = rss_kb(), lazy0 = lazy_kb(), vma0 = tide_vmas();
+    for (long i = 0; i < mb; i++)
+        free(v[i]);
+    long rss1 = rss_kb(), lazy1 = lazy_kb(), vma1 = tide_vmas();
+    printf("rss_before=%ld\nrss_after=%ld\nlazy_before=%ld\nlazy_after=%ld\nvmas_before=%ld\nvmas_after=%ld\n", rss0,
+           rss1, lazy0, lazy1, vma0, vma1);
+    return 0;
+}
+
+/* idle LIVE_MB BURST_MB MAX_MS: keep LIVE_MB live, allocate and free a BURST_MB burst,
+ * then make no call and report when RSS - LazyFree - baseline comes within 5% of the
+ * live heap. */
+static int cmd_idle(long live_mb, long burst_mb, long max_ms)
+{
+    static void *live[1 << 16], *burst[1 << 18];
+    uint64_t seed = 88172645463325252ull;
+    long base = rss_kb();
+    size_t live_bytes, burst_bytes;
+    size_t nlive = alloc_mixed(live, 1 << 16, (size_t)live_mb * MiB, &live_bytes, &seed);
+    size_t nburst = alloc_mixed(burst, 1 << 18, (size_t)burst_mb * MiB, &burst_bytes, &seed);
+    long peak = rss_kb();
+    for (size_t i = 0; i < nburst; i++)
+        free(burst[i]);
+    long limit_kb = (long)(live_bytes / 1024) * 105 / 100;
+    long t = 0, excess = 0, reached = -1;
+    for (; t <= max_ms; t += 50) {
+        excess = rss_kb() - lazy_kb() - base;
+        if (excess <= limit_kb) {
+            reached = t;
+            break;
+        }
+        nap_ms(50);
+    }
+    printf("live_kb=%zu\nburst_kb=%zu\npeak_kb=%ld\nlimit_kb=%ld\nfinal_kb=%ld\nreached_ms=%ld\n", live_bytes / 1024,
+           burst_bytes / 1024, peak - base, limit_kb, excess, reached);
+    for (size_t i = 0; i < nlive; i++)
+        free(live[i]);
+    return 0;
+}
+
+/* conf KEY: print KEY's value as tide_conf_get sees it. */
+static int cmd_conf(const char *key)
+{
+    char buf[64];
+    if (tide_conf_get(key, buf, sizeof buf) != 0)
+        return 4;
+    printf("%s=%s\n", key, buf);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "drop") == 0)
+        return cmd_drop(atol(argv[2]));
+    if (argc >= 5 && strcmp(argv[1], "idle") == 0)
+        return cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]));
+    if (argc >= 3 && strcmp(argv[1], "conf") == 0)
+        return cmd_conf(argv[2]);
+    if (argc >= 2 && strcmp(argv[1], "noop") == 0)
+        return 0;
+    fprintf(stderr, "usage: probe drop MB | idle LIVE_MB BURST_MB MAX_MS | conf KEY | noop\n");
+    return 2;
+}

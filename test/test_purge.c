@@ -1,0 +1,333 @@
+/* test_purge.c - purge policies, decay and the idle purger, TIDE_CONF, statistics.
+ *
+ * TIDE_CONF is read once at start-up, so most cases run test/probe in a fresh process
+ * with the configuration under test and read what it reports. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tide.h"
+
+#define KiB 1024L
+#define MiB_KB 1024L /* 1 MiB in the kB that /proc reports */
+
+typedef struct probe_out_s {
+    int status;
+    char out[8192];
+    char err[8192];
+} probe_out_t;
+
+static void read_all(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = '\0';
+}
+
+/* Run test/probe with TIDE_CONF=CONF (NULL: unset) and ARGS; capture its output. */
+static void run_probe(probe_out_t *o, const char *conf, const char *const *args)
+{
+    int out[2], err[2];
+    cr_assert(pipe(out) == 0 && pipe(err) == 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        close(out[0]);
+        close(err[0]);
+        if (conf)
+            setenv("TIDE_CONF", conf, 1);
+        else
+            unsetenv("TIDE_CONF");
+        char *argv[16] = { (char *)PROBE_PATH };
+        for (int i = 0; args[i] && i < 14; i++)
+            argv[i + 1] = (char *)args[i];
+        execv(PROBE_PATH, argv);
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    /* The outputs are small: read stderr after stdout without deadlock risk. */
+    read_all(out[0], o->out, sizeof o->out);
+    read_all(err[0], o->err, sizeof o->err);
+    close(out[0]);
+    close(err[0]);
+    waitpid(pid, &o->status, 0);
+}
+
+static long field(const probe_out_t *o, const char *key)
+{
+    size_t klen = strlen(key);
+    for (const char *l = o->out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, key, klen) == 0 && l[klen] == '=')
+            return strtol(l + klen + 1, NULL, 10);
+    cr_assert_fail("probe printed no %s; stdout:\n%s\nstderr:\n%s", key, o->out, o->err);
+    return 0;
+}
+
+static void probe_ok(probe_out_t *o, const char *conf, const char *const *args)
+{
+    run_probe(o, conf, args);
+    cr_assert(WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0, "probe %s failed (status %d): %s", args[0],
+              o->status, o->err);
+}
+
+/* ---- purging at once ------------------------------------------------------------------ */
+
+Test(purge, dontneed_at_once_drops_rss, .timeout = 60)
+{
+    probe_out_t o;
+    probe_ok(&o, "purge:dontneed,decay_ms:0", (const char *[]){ "drop", "256", NULL });
+    long dropped = field(&o, "rss_before") - field(&o, "rss_after");
+    cr_log_info("purge:dontneed,decay_ms:0: freeing 256 MiB dropped VmRSS by %ld kB", dropped);
+    cr_expect_geq(dropped, 250 * MiB_KB, "VmRSS dropped by %ld kB, want >= 250 MiB", dropped);
+    cr_expect_leq(field(&o, "vmas_after"), field(&o, "vmas_before"), "purging raised the VMA count");
+}
+
+Test(purge, free_at_once_moves_pages_to_lazyfree, .timeout = 60)
+{
+    probe_out_t o;
+    probe_ok(&o, "purge:free,decay_ms:0", (const char *[]){ "drop", "256", NULL });
+    long lazy = field(&o, "lazy_after") - field(&o, "lazy_before");
+    long rss_drop = field(&o, "rss_before") - field(&o, "rss_after");
+    cr_log_info("purge:free,decay_ms:0: LazyFree rose by %ld kB, VmRSS changed by %ld kB", lazy, -rss_drop);
+    cr_expect_geq(lazy, 250 * MiB_KB, "LazyFree rose by %ld kB, want >= 250 MiB", lazy);
+    cr_expect_leq(rss_drop, 16 * MiB_KB, "MADV_FREE should not drop VmRSS at once (dropped %ld kB)", rss_drop);
+    cr_expect_leq(field(&o, "vmas_after"), field(&o, "vmas_before"), "purging raised the VMA count");
+}
+
+Test(purge, none_keeps_rss, .timeout = 60)
+{
+    probe_out_t o;
+    probe_ok(&o, "purge:none,decay_ms:0", (const char *[]){ "drop", "256", NULL });
+    long rss_drop = field(&o, "rss_before") - field(&o, "rss_after");
+    long lazy = field(&o, "lazy_after") - field(&o, "lazy_before");
+    cr_expect_leq(rss_drop, 16 * MiB_KB, "purge:none dropped VmRSS by %ld kB", rss_drop);
+    cr_expect_leq(lazy, 16 * MiB_KB, "purge:none raised LazyFree by %ld kB", lazy);
+    cr_expect_leq(field(&o, "vmas_after"), field(&o, "vmas_before"), "freeing raised the VMA count");
+}
+
+/* ---- an idle process gives its memory back ---------------------------------------- */
+
+static void idle_case(const char *conf, long decay_ms, bool expect_return)
+{
+    char max_ms[32];
+    snprintf(max_ms, sizeof max_ms, "%ld", 3 * decay_ms);
+    probe_out_t o;
+    probe_ok(&o, conf, (const char *[]){ "idle", "256", "1024", max_ms, NULL });
+    long reached = field(&o, "reached_ms");
+    cr_log_info("%s: 1 GiB burst freed beside a %ld kB live heap; RSS-LazyFree excess %ld kB after %ld ms "
+                "(limit %ld kB = live + 5%%)",
+                conf ? conf : "defaults", field(&o, "live_kb"), field(&o, "final_kb"), reached, field(&o, "limit_kb"));
+    cr_expect_geq(field(&o, "burst_kb"), 1024 * MiB_KB);
+    if (expect_return) {
+        cr_expect(reached >= 0 && reached <= 2 * decay_ms,
+                  "%s: RSS - LazyFree did not fall within 5%% of the live heap within 2 x decay_ms "
+                  "(reached at %ld ms; excess %ld kB, limit %ld kB)",
+                  conf, reached, field(&o, "final_kb"), field(&o, "limit_kb"));
+    } else {
+        cr_expect_eq(reached, -1, "%s: memory came back without a purger", conf);
+    }
+}
+
+Test(idle, dontneed_gives_memory_back, .timeout = 120) { idle_case("purge:dontneed,decay_ms:500", 500, true); }
+Test(idle, free_gives_memory_back, .timeout = 120) { idle_case("purge:free,decay_ms:500", 500, true); }
+Test(idle, default_policy_gives_memory_back, .timeout = 120) { idle_case(NULL, 1000, true); }
+/* The background thread is what does it: without it an idle process keeps its pages. */
+Test(idle, no_background_thread_keeps_memory, .timeout = 120)
+{
+    idle_case("purge:dontneed,decay_ms:500,background:off", 500, false);
+}
+Test(idle, none_keeps_memory, .timeout = 120) { idle_case("purge:none,decay_ms:500", 500, false); }
+
+/* ---- TIDE_CONF ----------------------------------------------------------------------- */
+
+static const struct {
+    const char *key, *bad, *def;
+} conf_keys[] = {
+    { "purge", "sometimes", "free" },   { "decay_ms", "-2", "1000" },    { "background", "maybe", "on" },
+    { "arenas", "99999", "0" },         { "tcache", "2", "on" },         { "thp", "yes please", "off" },
+    { "stats", "loud", "off" },         { "remap", "sure", "on" },       { "remap_max", "-1", "16" },
+    { "remap_threshold", "12q", "1048576" },
+};
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+Test(conf, every_bad_value_warns_once_and_keeps_the_default, .timeout = 60)
+{
+    for (size_t i = 0; i < sizeof conf_keys / sizeof conf_keys[0]; i++) {
+        char conf[128], want[128];
+        snprintf(conf, sizeof conf, "%s:%s", conf_keys[i].key, conf_keys[i].bad);
+        probe_out_t o;
+        probe_ok(&o, conf, (const char *[]){ "conf", conf_keys[i].key, NULL });
+        snprintf(want, sizeof want, "%s=%s\n", conf_keys[i].key, conf_keys[i].def);
+        cr_expect_str_eq(o.out, want, "TIDE_CONF=%s: value %s", conf, o.out);
+        cr_expect_eq(count_lines(o.err), 1, "TIDE_CONF=%s: want one warning line, got:\n%s", conf, o.err);
+        cr_expect(strstr(o.err, "tide: TIDE_CONF: bad value") && strstr(o.err, conf_keys[i].key) &&
+                      strstr(o.err, conf_keys[i].bad) && strstr(o.err, "accepted"),
+                  "TIDE_CONF=%s: the warning must name the key, the value and what is accepted:\n%s", conf, o.err);
+    }
+}
+
+Test(conf, unknown_key_and_malformed_entries_warn, .timeout = 30)
+{
+    probe_out_t o;
+    probe_ok(&o, "purge:dontneed,colour:blue,decay_ms", (const char *[]){ "conf", "purge", NULL });
+    cr_expect_str_eq(o.out, "purge=dontneed\n", "the good entry still applies");
+    cr_expect_eq(count_lines(o.err), 2, "one line per bad entry:\n%s", o.err);
+    cr_expect(strstr(o.err, "unknown key 'colour'") != NULL, "%s", o.err);
+    cr_expect(strstr(o.err, "decay_ms") != NULL, "%s", o.err);
+}
+
+Test(conf, help_lists_every_key_with_its_default, .timeout = 30)
+{
+    probe_out_t o;
+    probe_ok(&o, "help", (const char *[]){ "noop", NULL });
+    for (size_t i = 0; i < sizeof conf_keys / sizeof conf_keys[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "  %s (default ", conf_keys[i].key);
+        cr_expect(strstr(o.err, want) != NULL, "TIDE_CONF=help does not list %s:\n%s", conf_keys[i].key, o.err);
+    }
+}
+
+Test(conf, runtime_set_and_get)
+{
+    char buf[32];
+    cr_assert_eq(tide_conf_set("decay_ms", "250"), 0);
+    cr_assert_eq(tide_conf_get("decay_ms", buf, sizeof buf), 0);
+    cr_expect_str_eq(buf, "250");
+    cr_assert_eq(tide_conf_set("purge", "dontneed"), 0);
+    cr_assert_eq(tide_conf_get("purge", buf, sizeof buf), 0);
+    cr_expect_str_eq(buf, "dontneed");
+    errno = 0;
+    cr_expect_eq(tide_conf_set("arenas", "3"), -1, "arenas is fixed at start-up");
+    cr_expect_eq(errno, EPERM);
+    errno = 0;
+    cr_expect_eq(tide_conf_set("purge", "often"), -1);
+    cr_expect_eq(errno, EINVAL);
+    cr_expect_str_eq((tide_conf_get("purge", buf, sizeof buf), buf), "dontneed", "a bad value keeps the old one");
+    errno = 0;
+    cr_expect_eq(tide_conf_get("nosuchkey", buf, sizeof buf), -1);
+    cr_expect_eq(errno, EINVAL);
+}
+
+/* ---- statistics, trim, calloc after MADV_FREE ------------------------------------------ */
+
+static void expect_reconciled(const char *when)
+{
+    tide_stats_t s;
+    cr_assert_eq(tide_stats_get(&s, sizeof s), 0);
+    cr_expect_eq(s.size, sizeof s);
+    cr_expect_eq(s.active + s.dirty + s.lazy + s.clean + s.metadata, s.mapped,
+                 "%s: active %lu + dirty %lu + lazy %lu + clean %lu + metadata %lu != mapped %lu", when,
+                 (unsigned long)s.active, (unsigned long)s.dirty, (unsigned long)s.lazy, (unsigned long)s.clean,
+                 (unsigned long)s.metadata, (unsigned long)s.mapped);
+    cr_expect_leq(s.allocated, s.active, "%s: allocated %lu > active %lu", when, (unsigned long)s.allocated,
+                  (unsigned long)s.active);
+    cr_expect_leq(s.resident, s.mapped, "%s: resident > mapped", when);
+    cr_expect_geq(s.vmas, 1);
+    cr_expect_eq(tide_check(), 0, "%s: heap walk found an inconsistency", when);
+}
+
+Test(stats, counters_reconcile_through_a_workload, .timeout = 60)
+{
+    tide_conf_set("purge", "dontneed");
+    tide_conf_set("decay_ms", "-1");
+    expect_reconciled("start");
+    enum { N = 4000 };
+    static void *v[N];
+    unsigned s = 7;
+    for (int i = 0; i < N; i++) {
+        s = s * 1103515245 + 12345;
+        size_t sz = (s >> 9) % 8 ? (s >> 12) % 3000 + 1 : (s >> 12) % 3000000 + 1;
+        v[i] = malloc(sz);
+        memset(v[i], 0x5a, sz < 8192 ? sz : 8192);
+    }
+    expect_reconciled("after allocating");
+    for (int i = 0; i < N; i += 2)
+        free(v[i]);
+    expect_reconciled("after freeing half (dirty, not purged)");
+    tide_stats_t st;
+    tide_stats_get(&st, sizeof st);
+    cr_expect_gt(st.dirty, 0, "decay_ms:-1 keeps freed pages dirty");
+    tide_purge();
+    tide_stats_get(&st, sizeof st);
+    cr_expect_eq(st.dirty, 0, "tide_purge() leaves nothing dirty");
+    cr_expect_gt(st.madvise_calls[0] + st.process_madvise_calls, 0, "the purge was counted");
+    expect_reconciled("after tide_purge");
+    for (int i = 1; i < N; i += 2)
+        free(v[i]);
+    expect_reconciled("after freeing all");
+}
+
+Test(stats, malloc_trim_purges_everything, .timeout = 30)
+{
+    tide_conf_set("purge", "dontneed");
+    tide_conf_set("decay_ms", "-1");
+    void *p[64];
+    for (int i = 0; i < 64; i++) {
+        p[i] = malloc(1 << 20);
+        memset(p[i], 1, 1 << 20);
+    }
+    for (int i = 0; i < 64; i++)
+        free(p[i]);
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    cr_assert_geq(s.dirty, 64u << 20);
+    cr_expect_eq(malloc_trim(0), 1, "malloc_trim returns 1 when it released memory");
+    tide_stats_get(&s, sizeof s);
+    cr_expect_eq(s.dirty, 0);
+    cr_expect_eq(malloc_trim(0), 0, "nothing left to release");
+}
+
+Test(stats, json_and_text_printing)
+{
+    int fds[2];
+    cr_assert(pipe(fds) == 0);
+    int saved = dup(2);
+    dup2(fds[1], 2);
+    tide_stats_print(1);
+    tide_stats_print(0);
+    dup2(saved, 2);
+    close(fds[1]);
+    char buf[16384];
+    read_all(fds[0], buf, sizeof buf);
+    close(fds[0]);
+    cr_expect(buf[0] == '{' && strstr(buf, "\"mapped\":") && strstr(buf, "\"madvise_dontneed_calls\":"), "%s", buf);
+    cr_expect(strstr(buf, "}\ntide statistics\n") != NULL, "%s", buf);
+}
+
+Test(calloc, never_returns_stale_data_after_madv_free, .timeout = 60)
+{
+    tide_conf_set("purge", "free");
+    tide_conf_set("decay_ms", "0");
+    for (int round = 0; round < 20; round++) {
+        size_t sz = ((size_t)1 << 20) + (size_t)round * 4096 * 3;
+        unsigned char *p = malloc(sz);
+        memset(p, 0xa5, sz);
+        free(p); /* purged with MADV_FREE at once: the pages may keep 0xa5 */
+        unsigned char *q = calloc(1, sz);
+        for (size_t i = 0; i < sz; i++)
+            if (q[i] != 0)
+                cr_assert_fail("calloc byte %zu of %zu is 0x%02x (round %d)", i, sz, q[i], round);
+        free(q);
+    }
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    cr_expect_gt(s.madvise_calls[1] + s.process_madvise_calls, 0, "MADV_FREE was used");
+}

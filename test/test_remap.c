@@ -1,0 +1,264 @@
+/* test_remap.c - large realloc: contents survive growth and shrinking with remap on and
+ * off, moves leave no hole, the VMA count stays within 1 + 2 x remap_max and returns
+ * to its baseline, and several threads can do it at once. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tide.h"
+
+#define MiB ((size_t)1 << 20)
+#define MIN_(a, b) ((a) < (b) ? (a) : (b))
+
+/* The byte every block holds at offset I (a hash: independent of the block's history). */
+static inline uint8_t byte_at(size_t i, uint64_t salt)
+{
+    uint64_t x = (i >> 3) * 0x9E3779B97F4A7C15ull ^ salt;
+    x ^= x >> 29;
+    return (uint8_t)(x >> (8 * (i & 7)));
+}
+
+static void fill(uint8_t *p, size_t from, size_t to, uint64_t salt)
+{
+    for (size_t i = from; i < to; i++)
+        p[i] = byte_at(i, salt);
+}
+
+static size_t first_bad(const uint8_t *p, size_t from, size_t to, uint64_t salt)
+{
+    for (size_t i = from; i < to; i++)
+        if (p[i] != byte_at(i, salt))
+            return i;
+    return SIZE_MAX;
+}
+
+/* Spot checks after every step: 64 random bytes and the first and last byte of every
+ * 2 MiB unit, so a lost or misplaced page or page table is caught at once. */
+static size_t spot_check(const uint8_t *p, size_t n, uint64_t salt, uint64_t *rng)
+{
+    for (int k = 0; k < 64; k++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        size_t i = (size_t)(*rng >> 16) % n;
+        if (p[i] != byte_at(i, salt))
+            return i;
+    }
+    for (size_t u = 0; u < n; u += 2 * MiB) {
+        size_t last = MIN_(u + 2 * MiB, n) - 1;
+        if (p[u] != byte_at(u, salt))
+            return u;
+        if (p[last] != byte_at(last, salt))
+            return last;
+    }
+    return SIZE_MAX;
+}
+static long tide_vmas(void)
+{
+    uintptr_t r[8][2];
+    size_t nr = tide_ranges(r, 8);
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    long n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx", &a, &b) != 2)
+            continue;
+        for (size_t i = 0; i < nr && i < 8; i++)
+            if (b > r[i][0] && a < r[i][1])
+                n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Whether every byte of [lo, hi) is covered by some mapping. */
+static bool mapped(uintptr_t lo, uintptr_t hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    uintptr_t covered = lo;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a <= covered && b > covered)
+            covered = b;
+    }
+    fclose(f);
+    return covered >= hi;
+}
+
+static tide_stats_t stats(void)
+{
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    return s;
+}
+
+/* Grow one block from 1 MiB to 1 GiB by STEP bytes (0: doubling), then shrink it back in
+ * big steps, checking contents all the way. */
+static void grow_and_check(const char *remap, size_t step)
+{
+    cr_assert_eq(tide_conf_set("remap", remap), 0);
+    uint64_t salt = 0x1234567 + step, rng = 42;
+    size_t n = MiB;
+    uint8_t *p = malloc(n);
+    cr_assert_not_null(p);
+    fill(p, 0, n, salt);
+    /* Something right after the block, now and then, so that it cannot always grow in place. */
+    void *blockers[32];
+    int nblock = 0;
+    tide_stats_t s0 = stats();
+    size_t steps = 0;
+    while (n < 1024 * MiB) {
+        size_t next = step ? MIN_(n + step, 1024 * MiB) : 2 * n;
+        uint8_t *q = realloc(p, next);
+        cr_assert_not_null(q, "realloc to %zu failed", next);
+        size_t bad = spot_check(q, n, salt, &rng);
+        cr_assert_eq(bad, SIZE_MAX, "remap:%s step %zu: byte %zu lost growing %zu -> %zu", remap, step, bad, n, next);
+        if ((n & (n - 1)) == 0 || !step) { /* a full check at every power of two */
+            bad = first_bad(q, 0, n, salt);
+            cr_assert_eq(bad, SIZE_MAX, "remap:%s: byte %zu lost at %zu bytes", remap, bad, n);
+        }
+        fill(q, n, next, salt);
+        p = q;
+        n = next;
+        if (++steps % 1024 == 0 && nblock < 32)
+            blockers[nblock++] = malloc(4 * MiB);
+    }
+    cr_assert_eq(first_bad(p, 0, n, salt), SIZE_MAX, "remap:%s: contents lost at 1 GiB", remap);
+    tide_stats_t s1 = stats();
+    cr_log_info("remap:%s, %s: %lu in place, %lu moves, %lu copies", remap, step ? "64 KiB steps" : "doubling",
+                (unsigned long)(s1.remap_in_place - s0.remap_in_place), (unsigned long)(s1.remap_moves - s0.remap_moves),
+                (unsigned long)(s1.remap_copies - s0.remap_copies));
+    if (strcmp(remap, "off") == 0)
+        cr_expect_eq(s1.remap_moves, s0.remap_moves, "remap:off must never move pages");
+    while (n > MiB) {
+        n /= 4;
+        p = realloc(p, n);
+        cr_assert_not_null(p);
+        cr_assert_eq(first_bad(p, 0, n, salt), SIZE_MAX, "remap:%s: contents lost shrinking to %zu", remap, n);
+    }
+    free(p);
+    for (int i = 0; i < nblock; i++)
+        free(blockers[i]);
+    cr_expect_eq(tide_check(), 0);
+}
+
+Test(remap, growth_in_64k_steps_remap_on, .timeout = 300) { grow_and_check("on", 64 * 1024); }
+Test(remap, growth_in_64k_steps_remap_off, .timeout = 300) { grow_and_check("off", 64 * 1024); }
+Test(remap, growth_by_doubling_remap_on, .timeout = 300) { grow_and_check("on", 0); }
+Test(remap, growth_by_doubling_remap_off, .timeout = 300) { grow_and_check("off", 0); }
+
+/* Blocks that cannot grow in place (each has a neighbour right after it) move; the old
+ * place stays mapped; the VMA count never passes 1 + 2 x remap_max and comes back to the
+ * baseline when the blocks are freed. */
+Test(remap, moves_leave_no_hole_and_vmas_stay_bounded, .timeout = 120)
+{
+    const long cap = 4;
+    cr_assert_eq(tide_conf_set("remap", "on"), 0);
+    cr_assert_eq(tide_conf_set("remap_max", "4"), 0);
+    long base_vmas = tide_vmas();
+    enum { N = 12 };
+    uint8_t *blk[N];
+    void *wall[N];
+    size_t size[N];
+    for (int i = 0; i < N; i++) {
+        size[i] = 2 * MiB;
+        blk[i] = malloc(size[i]);
+        wall[i] = malloc(MiB); /* right after the block */
+        fill(blk[i], 0, size[i], (uint64_t)i);
+    }
+    long max_vmas = base_vmas;
+    uint64_t moves0 = stats().remap_moves;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) {
+            uintptr_t old; /* an address, kept to look at the maps afterwards */
+            memcpy(&old, &blk[i], sizeof old);
+            size_t old_size = size[i];
+            uint64_t before = stats().remap_moves;
+            uint8_t *q = realloc(blk[i], size[i] * 2);
+            cr_assert_not_null(q);
+            cr_assert_eq(first_bad(q, 0, old_size, (uint64_t)i), SIZE_MAX, "block %d lost data", i);
+            blk[i] = q;
+            size[i] *= 2;
+            fill(q, old_size, size[i], (uint64_t)i);
+            if (stats().remap_moves > before)
+                cr_expect(mapped(old, old + old_size), "the old place of a moved block became a hole");
+            long v = tide_vmas();
+            if (v > max_vmas)
+                max_vmas = v;
+            cr_expect_leq(v, 1 + 2 * cap, "%ld VMAs with remap_max %ld", v, cap);
+            cr_expect_leq(stats().remap_live, (uint64_t)cap);
+        }
+    }
+    uint64_t moves = stats().remap_moves - moves0;
+    cr_log_info("remap_max %ld: %lu moves, at most %ld VMAs in tide's range (baseline %ld)", cap,
+                (unsigned long)moves, max_vmas, base_vmas);
+    cr_expect_gt(moves, 0, "nothing moved: the test no longer exercises the mremap path");
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(first_bad(blk[i], 0, size[i], (uint64_t)i), SIZE_MAX);
+        free(blk[i]);
+        free(wall[i]);
+    }
+    cr_expect_eq(tide_vmas(), base_vmas, "the VMA count did not return to its baseline after the frees");
+    cr_expect_eq(stats().remap_live, 0);
+    cr_expect_eq(tide_check(), 0);
+    tide_conf_set("remap_max", "16");
+}
+
+/* A moved block shrunk into a small size and freed heals as well. */
+Test(remap, moved_block_shrunk_then_freed_heals)
+{
+    long base_vmas = tide_vmas();
+    uint8_t *p = malloc(2 * MiB), *wall = malloc(MiB);
+    fill(p, 0, 2 * MiB, 9);
+    uint8_t *q = realloc(p, 8 * MiB);
+    cr_assert_not_null(q);
+    cr_expect_eq(first_bad(q, 0, 2 * MiB, 9), SIZE_MAX);
+    q = realloc(q, 20000); /* a cached large class */
+    cr_expect_eq(first_bad(q, 0, 20000, 9), SIZE_MAX);
+    free(q);
+    free(wall);
+    cr_expect_eq(tide_vmas(), base_vmas);
+    cr_expect_eq(stats().remap_live, 0);
+}
+
+static void *realloc_worker(void *arg)
+{
+    uint64_t salt = (uintptr_t)arg, rng = salt;
+    for (int rep = 0; rep < 3; rep++) {
+        size_t n = MiB;
+        uint8_t *p = malloc(n);
+        fill(p, 0, n, salt);
+        void *wall = malloc(256 * 1024);
+        while (n < 128 * MiB) {
+            size_t next = n + n / 2 + 64 * 1024;
+            uint8_t *q = realloc(p, next);
+            if (!q || spot_check(q, n, salt, &rng) != SIZE_MAX)
+                return (void *)1;
+            fill(q, n, next, salt);
+            p = q;
+            n = next;
+        }
+        if (first_bad(p, 0, n, salt) != SIZE_MAX)
+            return (void *)2;
+        free(p);
+        free(wall);
+    }
+    return NULL;
+}
+
+Test(remap, threads_reallocating_at_once, .timeout = 300)
+{
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, realloc_worker, (void *)(i + 1));
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        cr_expect_null(r, "thread %d: contents lost (%p)", i, r);
+    }
+    cr_expect_eq(stats().remap_live, 0);
+    cr_expect_eq(tide_check(), 0);
+}
