@@ -3,3 +3,4 @@ include test/ebizzy.mk
 include test/reliability.mk
 include test/purge.mk
 include test/remap.mk
+include test/init.mk
