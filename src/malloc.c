@@ -153,7 +153,7 @@ static void block_free(void *p, const block_t *b)
 /* A block of at least SIZE bytes above the cached classes, aligned to ALIGN. */
 static void *large_alloc(size_t size, size_t align, bool zero)
 {
-    if (size > PTRDIFF_MAX - HUGEPAGE)
+    if (size > TIDE_MAX_BLOCK)
         return NULL;
     if (ATOMIC_LOAD(&conf.thp) && size >= HUGEPAGE) {
         /* Whole aligned huge pages: the kernel faults them in whole anyway, and the
@@ -266,7 +266,7 @@ static size_t aligned_usable(size_t align, size_t size, unsigned *cls)
         }
     }
     *cls = EXTENT_NO_CLASS;
-    if (size > PTRDIFF_MAX - PAGE)
+    if (size > TIDE_MAX_BLOCK)
         return 0;
     return MAX(ALIGN_UP(size, PAGE), PAGE);
 }
@@ -321,7 +321,7 @@ TIDE_EXPORT void *tide_valloc(size_t size) { return aligned_alloc_impl(PAGE, siz
 
 TIDE_EXPORT void *tide_pvalloc(size_t size)
 {
-    if (size > PTRDIFF_MAX - PAGE) {
+    if (size > TIDE_MAX_BLOCK) {
         errno = ENOMEM;
         return NULL;
     }

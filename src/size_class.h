@@ -25,7 +25,7 @@ static inline size_t sz_usable(size_t size)
 {
     if (size <= SC_CACHED_MAX)
         return sc_size[sz_class(size)];
-    if (size > PTRDIFF_MAX - PAGE)
+    if (size > TIDE_MAX_BLOCK)
         return 0;
     return ALIGN_UP(size, PAGE);
 }

@@ -26,6 +26,10 @@
 #define LG_HUGEPAGE 21
 #define HUGEPAGE ((size_t)1 << LG_HUGEPAGE)
 
+/* The largest block tide will try to map: half of x86_64's user address space.  Larger
+ * requests fail at once with ENOMEM instead of reserving absurd page maps. */
+#define TIDE_MAX_BLOCK ((size_t)1 << 46)
+
 /* The smallest alignment every allocation has. */
 #define LG_QUANTUM 4
 #define QUANTUM ((size_t)1 << LG_QUANTUM)
