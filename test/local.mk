@@ -4,3 +4,52 @@ include test/reliability.mk
 include test/purge.mk
 include test/remap.mk
 include test/init.mk
+
+# ---- tide's core suites --------------------------------------------------------------
+# Every suite links with src/libtide.la first, so the whole test process, Criterion's
+# runner included, allocates with tide; test/preload preloads src/.libs/libtide.so into
+# real programs.
+#
+# `make check TEST_ALLOC=glibc` builds and runs the same suites against glibc's malloc
+# instead (no libtide; the tide_ names map to the plain ones), to check the tests
+# themselves.  Switching modes rebuilds the suites: test/alloc_mode.h records the mode.
+TEST_ALLOC = tide
+tide_test_glibc = $(filter glibc,$(TEST_ALLOC))
+
+tide_test_ldadd = $(if $(tide_test_glibc),,src/libtide.la) $(CRITERION_LIBS) $(PTHREAD_LIBS)
+tide_test_cppflags = $(AM_CPPFLAGS) -I$(top_builddir)/test -I$(top_srcdir)/test \
+	-DTIDE_SO=\"$(abs_top_builddir)/src/.libs/libtide.so\" \
+	-DTIDE_PROBE_SO=\"$(abs_top_builddir)/test/.libs/libtideprobe.so\" \
+	-DTIDE_TEST_SRCDIR=\"$(abs_top_srcdir)/test\"
+# -fno-builtin: the compiler must not fold or drop malloc/free pairs the tests make on purpose.
+tide_test_cflags = $(AM_CFLAGS) $(CRITERION_CFLAGS) -O2 -g -fno-builtin \
+	-Wno-alloc-size-larger-than
+
+BUILT_SOURCES += test/alloc_mode.h
+CLEANFILES += test/alloc_mode.h
+test/alloc_mode.h: FORCE
+	@$(MKDIR_P) test
+	@if test -n '$(tide_test_glibc)'; then \
+	  echo '#define TIDE_TEST_GLIBC 1 /* make check TEST_ALLOC=glibc */'; \
+	else \
+	  echo '/* the suites link with libtide (TEST_ALLOC=tide) */'; \
+	fi > $@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+.PHONY: FORCE
+FORCE:
+
+if HAVE_CRITERION
+tide_suites = test/api
+check_PROGRAMS += $(tide_suites)
+TESTS += $(tide_suites)
+
+test_api_SOURCES = test/api.c test/support.h
+test_api_CPPFLAGS = $(tide_test_cppflags)
+test_api_CFLAGS = $(tide_test_cflags)
+test_api_LDADD = $(tide_test_ldadd) -ldl
+
+else
+# Without Criterion the suites cannot be built: make that a failure, not a silent pass.
+TESTS += test/no-criterion.sh
+EXTRA_DIST += test/no-criterion.sh
+endif
