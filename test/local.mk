@@ -39,7 +39,7 @@ test/alloc_mode.h: FORCE
 FORCE:
 
 if HAVE_CRITERION
-tide_suites = test/api
+tide_suites = test/api test/misuse
 check_PROGRAMS += $(tide_suites)
 TESTS += $(tide_suites)
 
@@ -47,6 +47,11 @@ test_api_SOURCES = test/api.c test/support.h
 test_api_CPPFLAGS = $(tide_test_cppflags)
 test_api_CFLAGS = $(tide_test_cflags)
 test_api_LDADD = $(tide_test_ldadd) -ldl
+
+test_misuse_SOURCES = test/misuse.c test/support.h
+test_misuse_CPPFLAGS = $(tide_test_cppflags)
+test_misuse_CFLAGS = $(tide_test_cflags)
+test_misuse_LDADD = $(tide_test_ldadd)
 
 else
 # Without Criterion the suites cannot be built: make that a failure, not a silent pass.

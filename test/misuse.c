@@ -1,0 +1,329 @@
+/*
+ * misuse.c - freeing what tide does not own, and double frees.
+ *
+ * tide's promise: free() or realloc() of a pointer it does not own (a stack address,
+ * a foreign mmap, a small number, an address no mapping can hold, an interior pointer)
+ * and a double free of a small object print exactly one line on stderr,
+ *     tide: free(): invalid pointer 0x...
+ *     tide: free(): double free 0x...
+ *     tide: realloc(): invalid pointer 0x...
+ * (0x + lowercase hex), and abort (SIGABRT) at that call.
+ *
+ * Each test does the misuse twice:
+ *   1. in a forked child whose stderr is a pipe: the test checks the child died of
+ *      SIGABRT, the exact line, and that the call did not return;
+ *   2. in the test process itself, which Criterion expects to die of SIGABRT
+ *      (.signal = SIGABRT), so the abort happens in the same process the pointer came
+ *      from, not only in a copy of it.
+ */
+#include "support.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#define MiB ((size_t)1 << 20)
+
+enum kind {
+    FREE_PTR,            /* free(ptr) */
+    REALLOC_PTR,         /* realloc(ptr, 100) */
+    DOUBLE_FREE,         /* free(ptr); free(ptr) */
+    DOUBLE_FREE_FLUSHED, /* free(ptr); free 20,000 others of its class; free(ptr) */
+    DOUBLE_FREE_REMOTE,  /* another thread frees ptr; then free(ptr) */
+    REALLOC_ZERO_FREE,   /* realloc(ptr, 0); free(ptr) */
+};
+
+struct misuse {
+    enum kind kind;
+    bool twins;        /* through tide_free/tide_realloc instead of the plain names */
+    void *ptr;         /* the pointer misused */
+    void **others;     /* DOUBLE_FREE_FLUSHED: live objects of the same class */
+    size_t nothers;
+};
+
+static void (*fr(const struct misuse *m))(void *) { return m->twins ? tide_free : free; }
+static void *(*re(const struct misuse *m))(void *, size_t) { return m->twins ? tide_realloc : realloc; }
+
+static void *remote_free(void *arg)
+{
+    free(arg);
+    return NULL;
+}
+
+/* The misuse itself. Returns only if tide did not abort. */
+static void commit(const struct misuse *m)
+{
+    switch (m->kind) {
+    case FREE_PTR:
+        fr(m)(m->ptr);
+        break;
+    case REALLOC_PTR:
+        re(m)(m->ptr, 100);
+        break;
+    case DOUBLE_FREE:
+        fr(m)(m->ptr);
+        fr(m)(m->ptr);
+        break;
+    case DOUBLE_FREE_FLUSHED:
+        fr(m)(m->ptr);
+        for (size_t i = 0; i < m->nothers; i++)
+            free(m->others[i]);
+        fr(m)(m->ptr);
+        break;
+    case DOUBLE_FREE_REMOTE: {
+        pthread_t t;
+        pthread_create(&t, NULL, remote_free, m->ptr);
+        pthread_join(t, NULL);
+        fr(m)(m->ptr);
+        break;
+    }
+    case REALLOC_ZERO_FREE:
+        re(m)(m->ptr, 0);
+        fr(m)(m->ptr);
+        break;
+    }
+}
+
+static void no_core_dumps(void)
+{
+    struct rlimit rl = {0, 0};
+    setrlimit(RLIMIT_CORE, &rl);
+}
+
+static const char *describe_status(int st, char *buf, size_t len)
+{
+    if (WIFEXITED(st))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(st));
+    else if (WIFSIGNALED(st))
+        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(buf, len, "ended with wait status %#x", st);
+    return buf;
+}
+
+/*
+ * Runs the misuse in a forked child, checks it, then runs it here. EXPECTED lists the
+ * acceptable stderr contents (NULL-terminated); WHAT describes the call for messages.
+ */
+static void expect_abort(const struct misuse *m, const char *what, const char *const *expected)
+{
+    no_core_dumps();
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], 2);
+        close(pfd[1]);
+        alarm(20); /* a deadlock fails the test instead of hanging it */
+        commit(m);
+        static const char msg[] = "<the call returned>\n";
+        if (write(2, msg, sizeof msg - 1) < 0)
+            _exit(98);
+        _exit(99);
+    }
+    close(pfd[1]);
+    char out[4096];
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(pfd[0], out + n, sizeof out - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        if (n == sizeof out - 1)
+            break;
+    }
+    out[n] = 0;
+    close(pfd[0]);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    char sbuf[128];
+#ifdef TIDE_TEST_GLIBC
+    /* glibc detects some of these with its own words and misses others: just report */
+    (void)expected;
+    fprintf(stderr, "[tide-test] glibc mode: %s -> %s, stderr \"%s\"\n", what, describe_status(st, sbuf, sizeof sbuf), out);
+    abort(); /* what tide must do in the test process itself */
+#else
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: the child %s instead of aborting; its stderr: \"%s\"", what,
+              describe_status(st, sbuf, sizeof sbuf), out);
+    bool ok = false;
+    for (const char *const *e = expected; *e && !ok; e++)
+        ok = strcmp(out, *e) == 0;
+    cr_assert(ok, "%s: stderr should be exactly \"%s\"%s%s%s, it was \"%s\"", what, expected[0], expected[1] ? " (or \"" : "",
+              expected[1] ? expected[1] : "", expected[1] ? "\")" : "", out);
+
+    /* now here: Criterion expects this process to die of SIGABRT */
+    int devnull = open("/dev/null", O_WRONLY);
+    int saved = dup(2);
+    dup2(devnull, 2);
+    commit(m);
+    dup2(saved, 2);
+    cr_assert_fail("%s returned in the test process instead of aborting", what);
+#endif
+}
+
+static void expect_line(const struct misuse *m, const char *what, const char *fmt, const void *ptr)
+{
+    char line[128];
+    snprintf(line, sizeof line, fmt, (uintptr_t)ptr);
+    const char *const expected[] = {line, NULL};
+    expect_abort(m, what, expected);
+}
+
+#define INVALID_FREE "tide: free(): invalid pointer 0x%" PRIxPTR "\n"
+#define DOUBLE_FREE_LINE "tide: free(): double free 0x%" PRIxPTR "\n"
+#define INVALID_REALLOC "tide: realloc(): invalid pointer 0x%" PRIxPTR "\n"
+
+static void foreign(enum kind kind, bool twins, void *ptr, const char *what)
+{
+    struct misuse m = {kind, twins, ptr, NULL, 0};
+    expect_line(&m, what, kind == FREE_PTR ? INVALID_FREE : INVALID_REALLOC, ptr);
+}
+
+/* ---- pointers that were never tide's ----------------------------------------------- */
+
+Test(misuse, free_stack_address, .signal = SIGABRT)
+{
+    char buf[64];
+    foreign(FREE_PTR, false, buf + 16, "free(stack address)");
+}
+
+Test(misuse, tide_free_stack_address, .signal = SIGABRT)
+{
+    char buf[64];
+    foreign(FREE_PTR, true, buf + 16, "tide_free(stack address)");
+}
+
+Test(misuse, free_foreign_mmap, .signal = SIGABRT)
+{
+    void *p = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(p != MAP_FAILED);
+    foreign(FREE_PTR, false, p, "free(pointer from mmap)");
+}
+
+Test(misuse, free_0x1000, .signal = SIGABRT) { foreign(FREE_PTR, false, (void *)0x1000, "free((void *)0x1000)"); }
+
+Test(misuse, free_misaligned_junk, .signal = SIGABRT)
+{
+    foreign(FREE_PTR, false, (void *)0x7f0012345671, "free((void *)0x7f0012345671)");
+}
+
+Test(misuse, free_kernel_address, .signal = SIGABRT)
+{
+    foreign(FREE_PTR, false, (void *)0xffff888000000000, "free((void *)0xffff888000000000)");
+}
+
+Test(misuse, free_top_of_address_space, .signal = SIGABRT)
+{
+    foreign(FREE_PTR, false, (void *)(UINTPTR_MAX & ~(uintptr_t)15), "free((void *)0xfffffffffffffff0)");
+}
+
+Test(misuse, realloc_stack_address, .signal = SIGABRT)
+{
+    char buf[64];
+    foreign(REALLOC_PTR, false, buf + 16, "realloc(stack address, 100)");
+}
+
+Test(misuse, tide_realloc_stack_address, .signal = SIGABRT)
+{
+    char buf[64];
+    foreign(REALLOC_PTR, true, buf + 16, "tide_realloc(stack address, 100)");
+}
+
+Test(misuse, realloc_0x1000, .signal = SIGABRT)
+{
+    foreign(REALLOC_PTR, false, (void *)0x1000, "realloc((void *)0x1000, 100)");
+}
+
+Test(misuse, realloc_foreign_mmap, .signal = SIGABRT)
+{
+    void *p = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(p != MAP_FAILED);
+    foreign(REALLOC_PTR, false, p, "realloc(pointer from mmap, 100)");
+}
+
+/* ---- interior pointers ------------------------------------------------------------- */
+
+static void interior(enum kind kind, bool twins, size_t size, size_t off)
+{
+    unsigned char *p = malloc(size);
+    memset(p, 1, size);
+    char what[96];
+    snprintf(what, sizeof what, "%s%s(malloc(%zu) + %zu)", twins ? "tide_" : "", kind == FREE_PTR ? "free" : "realloc",
+             size, off);
+    foreign(kind, twins, p + off, what);
+}
+
+Test(misuse, free_interior_16, .signal = SIGABRT) { interior(FREE_PTR, false, 16, 8); }
+Test(misuse, free_interior_48, .signal = SIGABRT) { interior(FREE_PTR, false, 48, 8); }
+Test(misuse, free_interior_1000, .signal = SIGABRT) { interior(FREE_PTR, false, 1000, 8); }
+Test(misuse, free_interior_1000_at_16, .signal = SIGABRT) { interior(FREE_PTR, false, 1000, 16); }
+Test(misuse, free_interior_14336, .signal = SIGABRT) { interior(FREE_PTR, false, 14336, 8); }
+Test(misuse, tide_free_interior_64, .signal = SIGABRT) { interior(FREE_PTR, true, 64, 8); }
+Test(misuse, realloc_interior_64, .signal = SIGABRT) { interior(REALLOC_PTR, false, 64, 8); }
+Test(misuse, realloc_interior_4096, .signal = SIGABRT) { interior(REALLOC_PTR, false, 4096, 16); }
+/* large blocks: an address inside one is not a block tide handed out either */
+Test(misuse, free_interior_large_page, .signal = SIGABRT) { interior(FREE_PTR, false, MiB, 4096); }
+Test(misuse, free_interior_large_16, .signal = SIGABRT) { interior(FREE_PTR, false, 100000, 16); }
+Test(misuse, realloc_interior_large, .signal = SIGABRT) { interior(REALLOC_PTR, false, 3 * MiB, 65536); }
+
+/* ---- double frees of small objects ------------------------------------------------- */
+
+static void double_free(enum kind kind, bool twins, size_t size)
+{
+    struct misuse m = {kind, twins, malloc(size), NULL, 0};
+    memset(m.ptr, 2, size);
+    if (kind == DOUBLE_FREE_FLUSHED) {
+        m.nothers = 20000;
+        m.others = malloc(m.nothers * sizeof(void *));
+        for (size_t i = 0; i < m.nothers; i++)
+            m.others[i] = malloc(size);
+    }
+    char what[128];
+    static const char *const how[] = {
+        [DOUBLE_FREE] = "free(p); free(p)",
+        [DOUBLE_FREE_FLUSHED] = "free(p); free 20,000 others of its class; free(p)",
+        [DOUBLE_FREE_REMOTE] = "another thread frees p; free(p)",
+        [REALLOC_ZERO_FREE] = "realloc(p, 0); free(p)",
+    };
+    snprintf(what, sizeof what, "p = malloc(%zu); %s%s", size, how[kind], twins ? " (tide_ names)" : "");
+    expect_line(&m, what, DOUBLE_FREE_LINE, m.ptr);
+}
+
+Test(misuse, double_free_16, .signal = SIGABRT) { double_free(DOUBLE_FREE, false, 16); }
+Test(misuse, double_free_48, .signal = SIGABRT) { double_free(DOUBLE_FREE, false, 48); }
+Test(misuse, double_free_256, .signal = SIGABRT) { double_free(DOUBLE_FREE, false, 256); }
+Test(misuse, double_free_4096, .signal = SIGABRT) { double_free(DOUBLE_FREE, false, 4096); }
+Test(misuse, double_free_14336, .signal = SIGABRT) { double_free(DOUBLE_FREE, false, 14336); }
+Test(misuse, tide_double_free_100, .signal = SIGABRT) { double_free(DOUBLE_FREE, true, 100); }
+Test(misuse, double_free_after_cache_flush, .signal = SIGABRT, .timeout = 60)
+{
+    double_free(DOUBLE_FREE_FLUSHED, false, 32);
+}
+Test(misuse, double_free_after_remote_free, .signal = SIGABRT) { double_free(DOUBLE_FREE_REMOTE, false, 80); }
+Test(misuse, free_after_realloc_to_zero, .signal = SIGABRT) { double_free(REALLOC_ZERO_FREE, false, 64); }
+
+/* ---- double frees of large blocks: once freed, tide does not own the address -------- */
+
+static void double_free_large(size_t size)
+{
+    struct misuse m = {DOUBLE_FREE, false, malloc(size), NULL, 0};
+    memset(m.ptr, 3, size);
+    char a[128], b[128], what[96];
+    snprintf(a, sizeof a, DOUBLE_FREE_LINE, (uintptr_t)m.ptr);
+    snprintf(b, sizeof b, INVALID_FREE, (uintptr_t)m.ptr);
+    snprintf(what, sizeof what, "p = malloc(%zu); free(p); free(p)", size);
+    const char *const expected[] = {a, b, NULL};
+    expect_abort(&m, what, expected);
+}
+
+Test(misuse, double_free_large_cached_class, .signal = SIGABRT) { double_free_large(20000); }
+Test(misuse, double_free_large_1mib, .signal = SIGABRT) { double_free_large(MiB); }
