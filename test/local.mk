@@ -39,7 +39,7 @@ test/alloc_mode.h: FORCE
 FORCE:
 
 if HAVE_CRITERION
-tide_suites = test/api test/misuse
+tide_suites = test/api test/misuse test/stress
 check_PROGRAMS += $(tide_suites)
 TESTS += $(tide_suites)
 
@@ -52,6 +52,11 @@ test_misuse_SOURCES = test/misuse.c test/support.h
 test_misuse_CPPFLAGS = $(tide_test_cppflags)
 test_misuse_CFLAGS = $(tide_test_cflags)
 test_misuse_LDADD = $(tide_test_ldadd)
+
+test_stress_SOURCES = test/stress.c test/support.h
+test_stress_CPPFLAGS = $(tide_test_cppflags)
+test_stress_CFLAGS = $(tide_test_cflags)
+test_stress_LDADD = $(tide_test_ldadd)
 
 else
 # Without Criterion the suites cannot be built: make that a failure, not a silent pass.

@@ -1,0 +1,303 @@
+/*
+ * stress.c - many threads allocating, reallocating and freeing, many objects freed by a
+ * thread other than the one that allocated them.
+ *
+ * Every object is filled with a pattern derived from its address and size when it is
+ * allocated, and every byte is checked before it is freed (and before and after each
+ * realloc).  Sizes are log-uniform over 1 B - 4 MiB (so half are under 2 KiB), through
+ * every allocation entry point.  Objects change hands through shared slots: a thread
+ * puts its new object into a random slot and frees whatever was there.
+ *
+ * The amount of work is fixed (no timing assertions); TIDE_STRESS_SCALE=<n> in the
+ * environment multiplies it for longer runs.
+ */
+#include "support.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+struct obj {
+    unsigned char *p;
+    size_t n;
+    int owner; /* thread that allocated it */
+};
+
+struct slot {
+    pthread_mutex_t mu;
+    struct obj o;
+};
+
+enum { NSLOTS = 1024, NLOCAL = 64 };
+
+static struct slot slots[NSLOTS];
+
+struct shared {
+    size_t max_size;
+    long ops_per_thread;
+    atomic_long allocs, frees, remote_frees, reallocs, bytes;
+};
+
+struct worker {
+    int id;
+    struct shared *sh;
+    pthread_t tid;
+};
+
+static long scale(void)
+{
+    const char *s = getenv("TIDE_STRESS_SCALE");
+    long k = s ? strtol(s, NULL, 10) : 1;
+    return k > 0 ? k : 1;
+}
+
+static const char *const how_names[] = {"malloc", "calloc", "aligned_alloc", "posix_memalign", "realloc(NULL)",
+                                        "tide_malloc", "memalign"};
+
+/* Allocates a random-sized object through a random entry point and fills it. */
+static struct obj alloc_obj(tt_rng *r, int id, struct shared *sh)
+{
+    size_t n = tt_log_uniform(r, sh->max_size);
+    unsigned char *p = NULL;
+    size_t align = 16;
+    int how = (int)tt_below(r, 100);
+    how = how < 55 ? 0 : how < 65 ? 1 : how < 73 ? 2 : how < 79 ? 3 : how < 85 ? 4 : how < 95 ? 5 : 6;
+    switch (how) {
+    case 0: p = malloc(n); break;
+    case 1: p = calloc(1, n); break;
+    case 2: align = (size_t)16 << tt_below(r, 9); p = aligned_alloc(align, n); break;
+    case 3: {
+        void *q = NULL;
+        align = (size_t)8 << tt_below(r, 10);
+        if (posix_memalign(&q, align, n) == 0)
+            p = q;
+        break;
+    }
+    case 4: p = realloc(NULL, n); break;
+    case 5: p = tide_malloc(n); break;
+    case 6: align = (size_t)32 << tt_below(r, 8); p = memalign(align, n); break;
+    }
+    if (!p) {
+        tt_fail("thread %d: %s(%zu) failed: %s", id, how_names[how], n, strerror(errno));
+        return (struct obj){NULL, 0, id};
+    }
+    if ((uintptr_t)p % (align < 16 ? 16 : align))
+        tt_fail("thread %d: %s(%zu) with alignment %zu returned %p", id, how_names[how], n, align, (void *)p);
+    if (malloc_usable_size(p) < n)
+        tt_fail("thread %d: %s(%zu) = %p has usable size %zu", id, how_names[how], n, (void *)p, malloc_usable_size(p));
+    if (how == 1) {
+        size_t nz = tt_first_nonzero(p, n);
+        if (nz != SIZE_MAX)
+            tt_fail("thread %d: calloc(1, %zu) = %p has 0x%02x at offset %zu", id, n, (void *)p, p[nz], nz);
+    }
+    tt_fill(p, n, tt_seed(p, n));
+    atomic_fetch_add_explicit(&sh->allocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sh->bytes, (long)n, memory_order_relaxed);
+    return (struct obj){p, n, id};
+}
+
+static bool verify(const struct obj *o, int id, const char *when)
+{
+    size_t bad = tt_check(o->p, o->n, tt_seed(o->p, o->n));
+    if (bad != SIZE_MAX) {
+        tt_fail("thread %d, %s: object %p of %zu B allocated by thread %d: byte %zu is 0x%02x, should be 0x%02x", id, when,
+                (void *)o->p, o->n, o->owner, bad, o->p[bad], tt_expected_byte(bad, tt_seed(o->p, o->n)));
+        return false;
+    }
+    return true;
+}
+
+static void free_obj(tt_rng *r, struct obj *o, int id, struct shared *sh)
+{
+    if (!o->p)
+        return;
+    verify(o, id, "before free");
+    switch (tt_below(r, 10)) {
+    case 7: free_sized(o->p, o->n); break;
+    case 8: tide_free(o->p); break;
+    case 9: tide_free_sized(o->p, o->n); break;
+    default: free(o->p); break;
+    }
+    atomic_fetch_add_explicit(&sh->frees, 1, memory_order_relaxed);
+    if (o->owner != id)
+        atomic_fetch_add_explicit(&sh->remote_frees, 1, memory_order_relaxed);
+    o->p = NULL;
+}
+
+static void realloc_obj(tt_rng *r, struct obj *o, int id, struct shared *sh)
+{
+    if (!o->p)
+        return;
+    if (!verify(o, id, "before realloc"))
+        return;
+    size_t m = tt_log_uniform(r, sh->max_size);
+    uint64_t old_seed = tt_seed(o->p, o->n);
+    unsigned char *q = realloc(o->p, m);
+    if (!q) {
+        tt_fail("thread %d: realloc(%p, %zu -> %zu) failed: %s", id, (void *)o->p, o->n, m, strerror(errno));
+        return;
+    }
+    size_t keep = o->n < m ? o->n : m;
+    size_t bad = tt_check(q, keep, old_seed);
+    if (bad != SIZE_MAX)
+        tt_fail("thread %d: realloc(%p, %zu -> %zu) = %p: byte %zu of the kept %zu changed", id, (void *)o->p, o->n, m,
+                (void *)q, bad, keep);
+    if ((uintptr_t)q % 16 || malloc_usable_size(q) < m)
+        tt_fail("thread %d: realloc(.., %zu) = %p, usable %zu", id, m, (void *)q, malloc_usable_size(q));
+    tt_fill(q, m, tt_seed(q, m));
+    o->p = q;
+    o->n = m;
+    atomic_fetch_add_explicit(&sh->reallocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sh->bytes, (long)m, memory_order_relaxed);
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct shared *sh = w->sh;
+    tt_rng r = {0x5eed0000u + (uint64_t)w->id};
+    struct obj local[NLOCAL];
+    memset(local, 0, sizeof local);
+    for (long op = 0; op < sh->ops_per_thread && !tt_has_failed(); op++) {
+        int c = (int)tt_below(&r, 100);
+        if (c < 35) { /* replace a private object */
+            struct obj *o = &local[tt_below(&r, NLOCAL)];
+            free_obj(&r, o, w->id, sh);
+            *o = alloc_obj(&r, w->id, sh);
+        } else if (c < 45) { /* resize a private object */
+            realloc_obj(&r, &local[tt_below(&r, NLOCAL)], w->id, sh);
+        } else { /* hand an object over: swap it into a shared slot, free what was there */
+            struct obj mine = alloc_obj(&r, w->id, sh);
+            struct slot *s = &slots[tt_below(&r, NSLOTS)];
+            pthread_mutex_lock(&s->mu);
+            struct obj theirs = s->o;
+            s->o = mine;
+            pthread_mutex_unlock(&s->mu);
+            free_obj(&r, &theirs, w->id, sh);
+        }
+    }
+    for (int i = 0; i < NLOCAL; i++)
+        free_obj(&r, &local[i], w->id, sh);
+    return NULL;
+}
+
+static void run_stress(int nthreads, size_t max_size, long total_ops)
+{
+    struct shared sh = {.max_size = max_size, .ops_per_thread = total_ops * scale() / nthreads};
+    for (int i = 0; i < NSLOTS; i++) {
+        pthread_mutex_init(&slots[i].mu, NULL);
+        slots[i].o = (struct obj){NULL, 0, -1};
+    }
+    struct worker w[16];
+    for (int i = 0; i < nthreads; i++) {
+        w[i] = (struct worker){i, &sh, 0};
+        cr_assert_eq(pthread_create(&w[i].tid, NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(w[i].tid, NULL);
+    cr_assert(!tt_has_failed(), "%s", tt_failure);
+    /* what is left in the slots is freed here, by a thread that allocated none of it */
+    tt_rng r = {1};
+    for (int i = 0; i < NSLOTS; i++)
+        free_obj(&r, &slots[i].o, -1, &sh);
+    cr_assert(!tt_has_failed(), "%s", tt_failure);
+    long remote = atomic_load(&sh.remote_frees), frees = atomic_load(&sh.frees);
+    tt_report("stress: %d threads, sizes 1 B - %zu KiB: %ld allocations (%ld MiB), %ld reallocs, %ld frees, "
+              "%ld of them by another thread",
+              nthreads, max_size / KiB, atomic_load(&sh.allocs), atomic_load(&sh.bytes) >> 20,
+              atomic_load(&sh.reallocs), frees, remote);
+    cr_assert_eq(frees, atomic_load(&sh.allocs), "every object allocated must have been freed once");
+    cr_assert_geq(remote * 4, frees, "too few objects were freed by another thread (%ld of %ld): the test is not doing "
+                                     "what it claims", remote, frees);
+}
+
+Test(stress, two_threads, .timeout = 180) { run_stress(2, 4 * MiB, 8000); }
+Test(stress, four_threads, .timeout = 180) { run_stress(4, 4 * MiB, 8000); }
+Test(stress, eight_threads, .timeout = 180) { run_stress(8, 4 * MiB, 8000); }
+/* small classes only: many more operations, nearly all of them in the thread caches and
+ * the slabs, half of the frees remote */
+Test(stress, eight_threads_small_objects, .timeout = 180) { run_stress(8, TT_SMALL_MAX, 1200000); }
+
+/* ---- producer / consumer: every free is remote ------------------------------------- */
+
+enum { RING = 4096 };
+
+struct ring {
+    pthread_mutex_t mu;
+    pthread_cond_t not_empty, not_full;
+    struct obj q[RING];
+    size_t head, tail; /* head - tail items */
+    int producers_left;
+};
+
+struct pc_arg {
+    struct ring *ring;
+    struct shared *sh;
+    int id;
+    long items;
+};
+
+static void *producer(void *arg)
+{
+    struct pc_arg *a = arg;
+    tt_rng r = {0xabcdef00u + (uint64_t)a->id};
+    for (long i = 0; i < a->items && !tt_has_failed(); i++) {
+        struct obj o = alloc_obj(&r, a->id, a->sh);
+        pthread_mutex_lock(&a->ring->mu);
+        while (a->ring->head - a->ring->tail == RING)
+            pthread_cond_wait(&a->ring->not_full, &a->ring->mu);
+        a->ring->q[a->ring->head++ % RING] = o;
+        pthread_cond_signal(&a->ring->not_empty);
+        pthread_mutex_unlock(&a->ring->mu);
+    }
+    pthread_mutex_lock(&a->ring->mu);
+    a->ring->producers_left--;
+    pthread_cond_broadcast(&a->ring->not_empty);
+    pthread_mutex_unlock(&a->ring->mu);
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    struct pc_arg *a = arg;
+    tt_rng r = {0x12345600u + (uint64_t)a->id};
+    for (;;) {
+        pthread_mutex_lock(&a->ring->mu);
+        while (a->ring->head == a->ring->tail && a->ring->producers_left > 0)
+            pthread_cond_wait(&a->ring->not_empty, &a->ring->mu);
+        if (a->ring->head == a->ring->tail) {
+            pthread_mutex_unlock(&a->ring->mu);
+            return NULL;
+        }
+        struct obj o = a->ring->q[a->ring->tail++ % RING];
+        pthread_cond_signal(&a->ring->not_full);
+        pthread_mutex_unlock(&a->ring->mu);
+        free_obj(&r, &o, a->id, a->sh);
+    }
+}
+
+Test(stress, producers_and_consumers, .timeout = 180)
+{
+    struct shared sh = {.max_size = 64 * KiB};
+    struct ring *ring = calloc(1, sizeof *ring);
+    pthread_mutex_init(&ring->mu, NULL);
+    pthread_cond_init(&ring->not_empty, NULL);
+    pthread_cond_init(&ring->not_full, NULL);
+    ring->producers_left = 2;
+    struct pc_arg args[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct pc_arg){ring, &sh, i, 100000 * scale()};
+        pthread_create(&t[i], NULL, i < 2 ? producer : consumer, &args[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    cr_assert(!tt_has_failed(), "%s", tt_failure);
+    tt_report("producers/consumers: %ld objects (%ld MiB) allocated by 2 threads, all freed by 2 others",
+              atomic_load(&sh.allocs), atomic_load(&sh.bytes) >> 20);
+    cr_assert_eq(atomic_load(&sh.frees), atomic_load(&sh.allocs));
+    cr_assert_eq(atomic_load(&sh.remote_frees), atomic_load(&sh.frees));
+    free(ring);
+}
