@@ -39,7 +39,7 @@ test/alloc_mode.h: FORCE
 FORCE:
 
 if HAVE_CRITERION
-tide_suites = test/api test/misuse test/stress
+tide_suites = test/api test/misuse test/stress test/fork
 check_PROGRAMS += $(tide_suites)
 TESTS += $(tide_suites)
 
@@ -57,6 +57,11 @@ test_stress_SOURCES = test/stress.c test/support.h
 test_stress_CPPFLAGS = $(tide_test_cppflags)
 test_stress_CFLAGS = $(tide_test_cflags)
 test_stress_LDADD = $(tide_test_ldadd)
+
+test_fork_SOURCES = test/fork.c test/support.h
+test_fork_CPPFLAGS = $(tide_test_cppflags)
+test_fork_CFLAGS = $(tide_test_cflags)
+test_fork_LDADD = $(tide_test_ldadd)
 
 else
 # Without Criterion the suites cannot be built: make that a failure, not a silent pass.

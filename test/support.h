@@ -18,6 +18,9 @@
 #ifndef TIDE_TEST_SUPPORT_H
 #define TIDE_TEST_SUPPORT_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* gettid, strsignal, reallocarray */
+#endif
 #include "alloc_mode.h" /* generated: defines TIDE_TEST_GLIBC in glibc mode */
 
 #include <errno.h>
