@@ -22,7 +22,10 @@
 struct obj {
     unsigned char *p;
     size_t n;
-    int owner; /* thread that allocated it */
+    int owner;    /* thread that allocated it */
+    size_t align; /* 0: from malloc, calloc or realloc (free_sized may free it); else the
+                   * alignment asked of aligned_alloc/posix_memalign/memalign (for
+                   * free_aligned_sized) */
 };
 
 struct slot {
@@ -81,7 +84,7 @@ static struct obj alloc_obj(tt_rng *r, int id, struct shared *sh)
     }
     if (!p) {
         tt_fail("thread %d: %s(%zu) failed: %s", id, how_names[how], n, strerror(errno));
-        return (struct obj){NULL, 0, id};
+        return (struct obj){NULL, 0, id, 0};
     }
     if ((uintptr_t)p % (align < 16 ? 16 : align))
         tt_fail("thread %d: %s(%zu) with alignment %zu returned %p", id, how_names[how], n, align, (void *)p);
@@ -95,7 +98,8 @@ static struct obj alloc_obj(tt_rng *r, int id, struct shared *sh)
     tt_fill(p, n, tt_seed(p, n));
     atomic_fetch_add_explicit(&sh->allocs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&sh->bytes, (long)n, memory_order_relaxed);
-    return (struct obj){p, n, id};
+    bool is_aligned = how == 2 || how == 3 || how == 6;
+    return (struct obj){p, n, id, is_aligned ? align : 0};
 }
 
 static bool verify(const struct obj *o, int id, const char *when)
@@ -114,10 +118,22 @@ static void free_obj(tt_rng *r, struct obj *o, int id, struct shared *sh)
     if (!o->p)
         return;
     verify(o, id, "before free");
+    /* C23: free_sized for what malloc/calloc/realloc returned, free_aligned_sized for
+     * what aligned_alloc returned (tide accepts it for every aligned entry point) */
     switch (tt_below(r, 10)) {
-    case 7: free_sized(o->p, o->n); break;
+    case 7:
+        if (o->align)
+            free_aligned_sized(o->p, o->align, o->n);
+        else
+            free_sized(o->p, o->n);
+        break;
     case 8: tide_free(o->p); break;
-    case 9: tide_free_sized(o->p, o->n); break;
+    case 9:
+        if (o->align)
+            tide_free_aligned_sized(o->p, o->align, o->n);
+        else
+            tide_free_sized(o->p, o->n);
+        break;
     default: free(o->p); break;
     }
     atomic_fetch_add_explicit(&sh->frees, 1, memory_order_relaxed);
@@ -149,6 +165,7 @@ static void realloc_obj(tt_rng *r, struct obj *o, int id, struct shared *sh)
     tt_fill(q, m, tt_seed(q, m));
     o->p = q;
     o->n = m;
+    o->align = 0; /* realloc's result is a plain block */
     atomic_fetch_add_explicit(&sh->reallocs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&sh->bytes, (long)m, memory_order_relaxed);
 }
@@ -188,7 +205,7 @@ static void run_stress(int nthreads, size_t max_size, long total_ops)
     struct shared sh = {.max_size = max_size, .ops_per_thread = total_ops * scale() / nthreads};
     for (int i = 0; i < NSLOTS; i++) {
         pthread_mutex_init(&slots[i].mu, NULL);
-        slots[i].o = (struct obj){NULL, 0, -1};
+        slots[i].o = (struct obj){NULL, 0, -1, 0};
     }
     struct worker w[16];
     for (int i = 0; i < nthreads; i++) {
