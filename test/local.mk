@@ -39,7 +39,7 @@ test/alloc_mode.h: FORCE
 FORCE:
 
 if HAVE_CRITERION
-tide_suites = test/api test/misuse test/stress test/fork
+tide_suites = test/api test/misuse test/stress test/fork test/churn
 check_PROGRAMS += $(tide_suites)
 TESTS += $(tide_suites)
 
@@ -62,6 +62,11 @@ test_fork_SOURCES = test/fork.c test/support.h
 test_fork_CPPFLAGS = $(tide_test_cppflags)
 test_fork_CFLAGS = $(tide_test_cflags)
 test_fork_LDADD = $(tide_test_ldadd)
+
+test_churn_SOURCES = test/churn.c test/support.h
+test_churn_CPPFLAGS = $(tide_test_cppflags)
+test_churn_CFLAGS = $(tide_test_cflags)
+test_churn_LDADD = $(tide_test_ldadd)
 
 else
 # Without Criterion the suites cannot be built: make that a failure, not a silent pass.

@@ -288,6 +288,20 @@ static inline long tt_rss_kib(void)
     return kib;
 }
 
+/* A field of /proc/self/smaps_rollup (e.g. "LazyFree:") in KiB, or -1. */
+static inline long tt_rollup_kib(const char *field)
+{
+    char *s = tt_read_file("/proc/self/smaps_rollup", NULL);
+    long kib = -1;
+    if (s) {
+        char *l = strstr(s, field);
+        if (l)
+            kib = strtol(l + strlen(field), NULL, 10);
+        free(s);
+    }
+    return kib;
+}
+
 /* Counts the lines of /proc/self/maps, and those overlapping tide's ranges. */
 struct tt_vmas {
     int total;
