@@ -19,7 +19,7 @@ tide_test_glibc = $(filter glibc,$(TEST_ALLOC))
 tide_test_ldadd = $(if $(tide_test_glibc),,src/libtide.la) $(CRITERION_LIBS) $(PTHREAD_LIBS)
 tide_test_cppflags = $(AM_CPPFLAGS) -I$(top_builddir)/test -I$(top_srcdir)/test \
 	-DTIDE_SO=\"$(abs_top_builddir)/src/.libs/libtide.so\" \
-	-DTIDE_PROBE_SO=\"$(abs_top_builddir)/test/.libs/libtideprobe.so\" \
+	-DTIDE_PROBE_SO=\"$(abs_top_builddir)/test/.libs/libmallocprobe.so\" \
 	-DTIDE_TEST_SRCDIR=\"$(abs_top_srcdir)/test\"
 # -fno-builtin: the compiler must not fold or drop malloc/free pairs the tests make on purpose.
 tide_test_cflags = $(AM_CFLAGS) $(CRITERION_CFLAGS) -O2 -g -fno-builtin \
@@ -39,7 +39,7 @@ test/alloc_mode.h: FORCE
 FORCE:
 
 if HAVE_CRITERION
-tide_suites = test/api test/misuse test/stress test/fork test/churn
+tide_suites = test/api test/misuse test/stress test/fork test/churn test/preload
 check_PROGRAMS += $(tide_suites)
 TESTS += $(tide_suites)
 
@@ -67,6 +67,21 @@ test_churn_SOURCES = test/churn.c test/support.h
 test_churn_CPPFLAGS = $(tide_test_cppflags)
 test_churn_CFLAGS = $(tide_test_cflags)
 test_churn_LDADD = $(tide_test_ldadd)
+
+test_preload_SOURCES = test/preload.c test/support.h
+test_preload_CPPFLAGS = $(tide_test_cppflags)
+test_preload_CFLAGS = $(tide_test_cflags)
+test_preload_LDADD = $(tide_test_ldadd)
+# the probe must be built before test/preload runs
+EXTRA_test_preload_DEPENDENCIES = test/libmallocprobe.la
+
+# The probe test/preload preloads beside libtide: it records, in every process started,
+# which library serves malloc and whether a fresh malloc lies inside tide_ranges().
+check_LTLIBRARIES = test/libmallocprobe.la
+test_libmallocprobe_la_SOURCES = test/preload_probe.c
+test_libmallocprobe_la_CFLAGS = $(AM_CFLAGS) -O2 -g
+test_libmallocprobe_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+EXTRA_DIST += test/preload_py.py test/preload_git.sh test/preload_input.c
 
 else
 # Without Criterion the suites cannot be built: make that a failure, not a silent pass.
