@@ -39,7 +39,7 @@ test/alloc_mode.h: FORCE
 FORCE:
 
 if HAVE_CRITERION
-tide_suites = test/api test/misuse test/stress test/fork test/churn test/preload
+tide_suites = test/api test/misuse test/stress test/fork test/churn test/preload test/vma
 check_PROGRAMS += $(tide_suites)
 TESTS += $(tide_suites)
 
@@ -72,6 +72,11 @@ test_preload_SOURCES = test/preload.c test/support.h
 test_preload_CPPFLAGS = $(tide_test_cppflags)
 test_preload_CFLAGS = $(tide_test_cflags)
 test_preload_LDADD = $(tide_test_ldadd)
+
+test_vma_SOURCES = test/vma.c test/support.h
+test_vma_CPPFLAGS = $(tide_test_cppflags)
+test_vma_CFLAGS = $(tide_test_cflags)
+test_vma_LDADD = $(tide_test_ldadd)
 # the probe must be built before test/preload runs
 EXTRA_test_preload_DEPENDENCIES = test/libmallocprobe.la
 

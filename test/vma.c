@@ -1,0 +1,178 @@
+/*
+ * vma.c - tide's heap stays a handful of VMAs.
+ *
+ * Two threads churn 1 GiB in total (512 MiB each, counted in bytes requested) through
+ * mixed sizes: log-uniform 16 B - 4 MiB, large blocks grown and shrunk with realloc
+ * (moves), blocks aligned to 64 KiB and 2 MiB, every page of every block touched.  Then
+ * the lines of /proc/self/maps that overlap tide_ranges() are counted three times: with
+ * the working sets still live, after everything was freed, and after tide_purge().  Each
+ * count must be at most 4.  The counts are printed in the test's log.
+ */
+#include "support.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define MAX_TIDE_VMAS 4
+
+enum { NLIVE = 192 };
+
+struct blk {
+    unsigned char *p;
+    size_t n;
+};
+
+struct churner {
+    int id;
+    size_t target, allocated;
+    long reallocs, aligned;
+    struct blk live[NLIVE];
+};
+
+/* One word per page (its own address) plus the last byte: every page is touched, as in a
+ * real program, which matters for how the kernel merges moved pages. */
+static void touch(struct blk *b)
+{
+    for (size_t off = 0; off + 8 < b->n; off += 4096) { /* < : the last byte is separate */
+        uintptr_t v = (uintptr_t)(b->p + off);
+        memcpy(b->p + off, &v, 8);
+    }
+    b->p[b->n - 1] = (unsigned char)b->n;
+}
+
+static void check(const struct blk *b, int id)
+{
+    for (size_t off = 0; off + 8 < b->n; off += 4096) {
+        uintptr_t v;
+        memcpy(&v, b->p + off, 8);
+        if (v != (uintptr_t)(b->p + off)) {
+            tt_fail("thread %d: block %p (%zu B): the word at offset %zu changed", id, (void *)b->p, b->n, off);
+            return;
+        }
+    }
+    if (b->p[b->n - 1] != (unsigned char)b->n)
+        tt_fail("thread %d: block %p (%zu B): the last byte changed", id, (void *)b->p, b->n);
+}
+
+static void *churn(void *arg)
+{
+    struct churner *c = arg;
+    tt_rng r = {0x7a3e0000u + (uint64_t)c->id};
+    while (c->allocated < c->target && !tt_has_failed()) {
+        struct blk *b = &c->live[tt_below(&r, NLIVE)];
+        int what = (int)tt_below(&r, 100);
+        if (what < 35 && b->p && b->n > 16 * KiB) {
+            /* grow or shrink a large block: realloc moves it when it cannot stay */
+            check(b, c->id);
+            size_t m = tt_below(&r, 3) ? b->n + b->n / 2 + tt_below(&r, MiB) : b->n / 3 + 1;
+            if (m > 24 * MiB)
+                m = 24 * MiB;
+            unsigned char *old = b->p;
+            unsigned char *q = realloc(b->p, m);
+            if (!q) {
+                tt_fail("thread %d: realloc(%zu -> %zu) failed", c->id, b->n, m);
+                break;
+            }
+            /* the kept pages still hold the words written at the old address */
+            for (size_t off = 0; off + 8 < b->n && off + 8 <= m; off += 4096) {
+                uintptr_t v;
+                memcpy(&v, q + off, 8);
+                if (v != (uintptr_t)(old + off)) {
+                    tt_fail("thread %d: realloc(%p, %zu -> %zu) = %p lost the word at offset %zu", c->id,
+                            (void *)old, b->n, m, (void *)q, off);
+                    return NULL;
+                }
+            }
+            b->p = q;
+            b->n = m;
+            touch(b);
+            c->allocated += m;
+            c->reallocs++;
+            continue;
+        }
+        if (b->p) {
+            check(b, c->id);
+            free(b->p);
+        }
+        size_t n = tt_log_uniform(&r, 4 * MiB);
+        if (n < 16)
+            n = 16;
+        if (what >= 90) {
+            size_t al = tt_below(&r, 2) ? 64 * KiB : 2 * MiB;
+            b->p = aligned_alloc(al, n);
+            c->aligned++;
+        } else {
+            b->p = malloc(n);
+        }
+        if (!b->p) {
+            tt_fail("thread %d: allocation of %zu B failed", c->id, n);
+            break;
+        }
+        b->n = n;
+        touch(b);
+        c->allocated += n;
+    }
+    return NULL;
+}
+
+static void report_vmas(const char *when, struct tt_vmas v)
+{
+    tide_stats_t s;
+    memset(&s, 0, sizeof s);
+    tide_stats_get(&s, sizeof s);
+    tt_report("vma: %s: %d of the process's %d VMAs overlap tide's %zu range(s) (bound %d); stats: vmas %" PRIu64
+              ", mapped %" PRIu64 " MiB, grows %" PRIu64 ", remap moves %" PRIu64 ", heals %" PRIu64 ", live moved %" PRIu64
+              ", in place %" PRIu64 ", copies %" PRIu64,
+              when, v.tide, v.total, v.nranges, MAX_TIDE_VMAS, s.vmas, s.mapped >> 20, s.grows, s.remap_moves,
+              s.remap_heals, s.remap_live, s.remap_in_place, s.remap_copies);
+}
+
+Test(vma, one_gib_of_churn_on_two_threads, .timeout = 240)
+{
+#ifdef TIDE_TEST_GLIBC
+    cr_skip_test("glibc mode: tide_ranges() does not exist");
+#else
+    struct tt_vmas start = tt_count_vmas();
+    cr_assert_geq(start.nranges, 1, "tide_ranges() reports no range");
+    report_vmas("at start", start);
+
+    static struct churner c[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = (struct churner){.id = i, .target = 512 * MiB};
+        cr_assert_eq(pthread_create(&t[i], NULL, churn, &c[i]), 0);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    cr_assert(!tt_has_failed(), "%s", tt_failure);
+    tt_report("vma: churned %zu + %zu MiB (%ld + %ld reallocs, %ld + %ld aligned blocks)", c[0].allocated >> 20,
+              c[1].allocated >> 20, c[0].reallocs, c[1].reallocs, c[0].aligned, c[1].aligned);
+
+    struct tt_vmas live = tt_count_vmas();
+    report_vmas("working sets live", live);
+    size_t live_bytes = 0;
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < NLIVE; k++)
+            if (c[i].live[k].p) {
+                check(&c[i].live[k], i);
+                live_bytes += c[i].live[k].n;
+                free(c[i].live[k].p);
+            }
+    cr_assert(!tt_has_failed(), "%s", tt_failure);
+    struct tt_vmas freed = tt_count_vmas();
+    report_vmas("all freed", freed);
+    tide_purge();
+    struct tt_vmas purged = tt_count_vmas();
+    report_vmas("after tide_purge()", purged);
+
+    cr_assert_leq(live.tide, MAX_TIDE_VMAS, "%d VMAs overlap tide's ranges with %zu MiB live (bound %d)", live.tide,
+                  live_bytes >> 20, MAX_TIDE_VMAS);
+    cr_assert_leq(freed.tide, MAX_TIDE_VMAS, "%d VMAs overlap tide's ranges after everything was freed (bound %d)",
+                  freed.tide, MAX_TIDE_VMAS);
+    cr_assert_leq(purged.tide, MAX_TIDE_VMAS, "%d VMAs overlap tide's ranges after tide_purge() (bound %d)",
+                  purged.tide, MAX_TIDE_VMAS);
+    cr_assert_geq(live.tide, 1, "no VMA overlaps tide's ranges: is tide_ranges() right?");
+#endif
+}
