@@ -225,6 +225,7 @@ static void class_boundaries(const struct api *A)
                   b[i].p[bad], tt_expected_byte(bad, tt_seed(b[i].p, b[i].u)));
     }
     assert_disjoint(A->name, b, ns);
+    cr_assert_eq(tt_heap_check(), 0, "%s: tide_check() failed with %zu blocks live (see stderr)", A->name, ns);
     for (size_t i = 0; i < ns; i++) {
         if (i % 2)
             A->free_sized(b[i].p, b[i].n);
@@ -232,6 +233,7 @@ static void class_boundaries(const struct api *A)
             A->free(b[i].p);
     }
     free(b);
+    cr_assert_eq(tt_heap_check(), 0, "%s: tide_check() failed after the frees (see stderr)", A->name);
 }
 
 Test(api, class_boundaries_plain, .timeout = 120) { class_boundaries(&api_plain); }
@@ -710,6 +712,7 @@ static void realloc_pairs(const struct api *A)
             A->free(q);
         }
     }
+    cr_assert_eq(tt_heap_check(), 0, "%s: tide_check() failed after the reallocs (see stderr)", A->name);
 }
 
 Test(api, realloc_keeps_contents_plain, .timeout = 120) { realloc_pairs(&api_plain); }
@@ -815,6 +818,8 @@ Test(api, realloc_blocks_growing_side_by_side, .timeout = 120)
                 n[i] = m;
             }
         }
+        cr_assert_eq(tt_heap_check(), 0, "%s: tide_check() failed with blocks grown side by side (see stderr)",
+                     A->name);
         for (int i = 0; i < K; i++) {
             cr_assert(tt_check(p[i], n[i], 100 + (uint64_t)i) == SIZE_MAX, "%s block %d lost bytes", A->name, i);
             A->free(p[i]);
@@ -978,6 +983,26 @@ Test(api, calloc_zeroes_memory_reused_after_purge, .timeout = 120)
     calloc_after_free(&api_plain, true);
 }
 
+/* The same under each purge policy, with no decay (pages purged as soon as they are
+ * free): MADV_FREE'd pages keep their old bytes until the kernel reclaims them, so calloc
+ * must not count on them being zero. */
+static void calloc_under_policy(const char *policy)
+{
+#ifdef TIDE_TEST_GLIBC
+    (void)policy;
+    cr_skip_test("glibc mode");
+#else
+    cr_assert_eq(tide_conf_set("purge", policy), 0, "tide_conf_set(purge, %s): %s", policy, strerror(errno));
+    cr_assert_eq(tide_conf_set("decay_ms", "0"), 0, "tide_conf_set(decay_ms, 0): %s", strerror(errno));
+    calloc_after_free(&api_plain, false);
+    calloc_after_free(&api_tide, true);
+#endif
+}
+
+Test(api, calloc_zeroes_with_purge_free, .timeout = 120) { calloc_under_policy("free"); }
+Test(api, calloc_zeroes_with_purge_dontneed, .timeout = 120) { calloc_under_policy("dontneed"); }
+Test(api, calloc_zeroes_with_purge_none, .timeout = 120) { calloc_under_policy("none"); }
+
 struct dirty_job {
     size_t n;
     int count;
@@ -1114,6 +1139,34 @@ Test(api, malloc_trim_returns_0_or_1)
         assert_zero("calloc after malloc_trim", p, MiB);
         A->free(p);
     }
+}
+
+/* malloc_trim and tide_purge return under every purge policy and with huge pages (with
+ * thp:on only whole 2 MiB units are purged: small free runs must not be retried forever). */
+Test(api, trim_and_purge_return_under_every_setting, .timeout = 30)
+{
+#ifdef TIDE_TEST_GLIBC
+    cr_skip_test("glibc mode");
+#else
+    static const char *const settings[][2] = {
+        {"thp", "off"}, {"purge", "free"}, {"purge", "dontneed"}, {"purge", "none"}, {"thp", "on"},
+    };
+    for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+        cr_assert_eq(tide_conf_set(settings[i][0], settings[i][1]), 0, "tide_conf_set(%s, %s)", settings[i][0],
+                     settings[i][1]);
+        static const size_t sizes[] = {100, 20000, 65536, 300000, 3 * MiB};
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            unsigned char *p = malloc(sizes[k]);
+            memset(p, 1, sizes[k]);
+            free(p);
+        }
+        tt_report("api: %s:%s: tide_purge() ...", settings[i][0], settings[i][1]);
+        size_t purged = tide_purge();
+        tt_report("api: %s:%s: tide_purge() = %zu, malloc_trim(0) ...", settings[i][0], settings[i][1], purged);
+        int r = malloc_trim(0);
+        cr_assert(r == 0 || r == 1);
+    }
+#endif
 }
 
 /* Runs FN with fd 2 sent to a file; returns what was written there (and to fd 1 in *out). */

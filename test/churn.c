@@ -201,6 +201,7 @@ Test(churn, ten_thousand_threads, .timeout = 300)
                   "tide counts %" PRIu64 " threads with a live cache after all joined (%" PRIu64 " before)",
                   after.nthreads, before.nthreads);
 #endif
+    cr_assert_eq(tt_heap_check(), 0, "tide_check() failed after the churn (see stderr)");
     pthread_attr_destroy(&attr);
     free(jobs);
 }

@@ -208,6 +208,8 @@ static void child_main(struct parent_block *pb, int npb, int iteration)
         if (g < 0 || waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st))
             child_fail(8, "child: the grandchild failed (wait status %#x)", g < 0 ? -1 : st);
     }
+    if (iteration % 8 == 0 && tt_heap_check() != 0)
+        child_fail(9, "child: tide_check() found the heap broken (its complaint went to stderr)");
     _exit(0);
 }
 
@@ -278,6 +280,7 @@ Test(fork, while_three_threads_allocate, .timeout = 300)
               "again) while 3 threads did %ld operations",
               ops_during);
     cr_assert_gt(ops_during, 0, "the hammering threads made no progress during the forks");
+    cr_assert_eq(tt_heap_check(), 0, "tide_check() failed in the parent after the forks (see stderr)");
 }
 
 struct forker_arg {
@@ -305,4 +308,5 @@ Test(fork, from_two_threads_at_once, .timeout = 300)
         pthread_join(f[i], NULL);
     stop_hammers(t, 2);
     cr_assert(!tt_has_failed(), "%s", tt_failure);
+    cr_assert_eq(tt_heap_check(), 0, "tide_check() failed in the parent after the forks (see stderr)");
 }

@@ -226,6 +226,7 @@ static void run_stress(int nthreads, size_t max_size, long total_ops)
               nthreads, max_size / KiB, atomic_load(&sh.allocs), atomic_load(&sh.bytes) >> 20,
               atomic_load(&sh.reallocs), frees, remote);
     cr_assert_eq(frees, atomic_load(&sh.allocs), "every object allocated must have been freed once");
+    cr_assert_eq(tt_heap_check(), 0, "tide_check() failed after the stress (see stderr)");
     cr_assert_geq(remote * 4, frees, "too few objects were freed by another thread (%ld of %ld): the test is not doing "
                                      "what it claims", remote, frees);
 }
@@ -317,4 +318,5 @@ Test(stress, producers_and_consumers, .timeout = 180)
     cr_assert_eq(atomic_load(&sh.frees), atomic_load(&sh.allocs));
     cr_assert_eq(atomic_load(&sh.remote_frees), atomic_load(&sh.frees));
     free(ring);
+    cr_assert_eq(tt_heap_check(), 0, "tide_check() failed after the producers and consumers (see stderr)");
 }

@@ -360,6 +360,17 @@ static inline bool tt_in_tide(const void *p, size_t n)
 #endif
 }
 
+/* tide_check(): tide's own walk of its heap, verifying its invariants (0 = sound; it
+ * prints the first broken one on stderr).  Always 0 in glibc mode. */
+static inline int tt_heap_check(void)
+{
+#ifdef TIDE_TEST_GLIBC
+    return 0;
+#else
+    return tide_check();
+#endif
+}
+
 /* ------------------------------------------------------------------------------------
  * Failures seen in threads other than Criterion's: Criterion's assertions must run on
  * the test's own thread, so workers record the first failure and stop; the test thread

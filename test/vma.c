@@ -129,11 +129,20 @@ static void report_vmas(const char *when, struct tt_vmas v)
               s.remap_heals, s.remap_live, s.remap_in_place, s.remap_copies);
 }
 
-Test(vma, one_gib_of_churn_on_two_threads, .timeout = 240)
+/* CONF: NULL-terminated key, value pairs set with tide_conf_set() before the churn. */
+static void churn_and_count(const char *const *conf)
 {
 #ifdef TIDE_TEST_GLIBC
+    (void)conf;
     cr_skip_test("glibc mode: tide_ranges() does not exist");
 #else
+    char label[160] = "";
+    for (size_t i = 0; conf && conf[i]; i += 2) {
+        cr_assert_eq(tide_conf_set(conf[i], conf[i + 1]), 0, "tide_conf_set(%s, %s): %s", conf[i], conf[i + 1],
+                     strerror(errno));
+        snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s:%s", i ? "," : "", conf[i], conf[i + 1]);
+    }
+    tt_report("vma: configuration: %s", *label ? label : "default");
     struct tt_vmas start = tt_count_vmas();
     cr_assert_geq(start.nranges, 1, "tide_ranges() reports no range");
     report_vmas("at start", start);
@@ -152,6 +161,7 @@ Test(vma, one_gib_of_churn_on_two_threads, .timeout = 240)
 
     struct tt_vmas live = tt_count_vmas();
     report_vmas("working sets live", live);
+    cr_assert_eq(tt_heap_check(), 0, "tide_check() failed after the churn (see stderr)");
     size_t live_bytes = 0;
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < NLIVE; k++)
@@ -163,6 +173,7 @@ Test(vma, one_gib_of_churn_on_two_threads, .timeout = 240)
     cr_assert(!tt_has_failed(), "%s", tt_failure);
     struct tt_vmas freed = tt_count_vmas();
     report_vmas("all freed", freed);
+    tt_report("vma: calling tide_purge()");
     tide_purge();
     struct tt_vmas purged = tt_count_vmas();
     report_vmas("after tide_purge()", purged);
@@ -175,4 +186,20 @@ Test(vma, one_gib_of_churn_on_two_threads, .timeout = 240)
                   purged.tide, MAX_TIDE_VMAS);
     cr_assert_geq(live.tide, 1, "no VMA overlaps tide's ranges: is tide_ranges() right?");
 #endif
+}
+
+Test(vma, one_gib_of_churn_on_two_threads, .timeout = 60) { churn_and_count(NULL); }
+
+/* Transparent huge pages: MADV_HUGEPAGE on a sub-range would split the VMA. */
+Test(vma, one_gib_of_churn_with_thp, .timeout = 60)
+{
+    const char *conf[] = {"thp", "on", NULL};
+    churn_and_count(conf);
+}
+
+/* Purging every page as soon as it is free: madvise must never split the heap. */
+Test(vma, one_gib_of_churn_purging_at_once, .timeout = 60)
+{
+    const char *conf[] = {"decay_ms", "0", "purge", "dontneed", NULL};
+    churn_and_count(conf);
 }
