@@ -1079,6 +1079,31 @@ Test(api, sized_frees)
     }
 }
 
+/* C23: free_sized(p, n) is free(p) when p came from malloc, calloc or realloc with n
+ * the size asked for, whatever size class the block ended up in: after a realloc that
+ * shrank a block in place, for example. */
+Test(api, free_sized_with_the_size_asked_for)
+{
+    static const size_t pairs[][2] = {
+        {256, 197},   {256, 200},     {4096, 3500},   {1000, 1010},   {14336, 12000}, {100, 1000},
+        {20000, 17000}, {65536, 50000}, {100000, 70000}, {100000, 5000}, {MiB, 100000},  {200000, 300000},
+        {3 * MiB, 2 * MiB + 1},
+    };
+    for (size_t a = 0; a < NAPIS; a++) {
+        const struct api *A = apis[a];
+        for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+            size_t from = pairs[i][0], to = pairs[i][1];
+            void *q = A->realloc(A->malloc(from), to);
+            cr_assert(q);
+            tt_report("api: %s free_sized(realloc(malloc(%zu), %zu), %zu), usable %zu", A->name, from, to, to,
+                      A->usable(q));
+            A->free_sized(q, to);
+            void *c = A->calloc(3, from / 3 + 1);
+            A->free_sized(c, 3 * (from / 3 + 1));
+        }
+    }
+}
+
 /* The plain names and the tide_ twins are one allocator. */
 Test(api, twins_are_interchangeable)
 {
