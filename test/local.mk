@@ -72,13 +72,13 @@ test_preload_SOURCES = test/preload.c test/support.h
 test_preload_CPPFLAGS = $(tide_test_cppflags)
 test_preload_CFLAGS = $(tide_test_cflags)
 test_preload_LDADD = $(tide_test_ldadd)
+# the probe must be built before test/preload runs
+EXTRA_test_preload_DEPENDENCIES = test/libmallocprobe.la
 
 test_vma_SOURCES = test/vma.c test/support.h
 test_vma_CPPFLAGS = $(tide_test_cppflags)
 test_vma_CFLAGS = $(tide_test_cflags)
 test_vma_LDADD = $(tide_test_ldadd)
-# the probe must be built before test/preload runs
-EXTRA_test_preload_DEPENDENCIES = test/libmallocprobe.la
 
 # The probe test/preload preloads beside libtide: it records, in every process started,
 # which library serves malloc and whether a fresh malloc lies inside tide_ranges().
