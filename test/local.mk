@@ -46,31 +46,37 @@ TESTS += $(tide_suites)
 test_api_SOURCES = test/api.c test/support.h
 test_api_CPPFLAGS = $(tide_test_cppflags)
 test_api_CFLAGS = $(tide_test_cflags)
+test_api_LDFLAGS = -no-install
 test_api_LDADD = $(tide_test_ldadd) -ldl
 
 test_misuse_SOURCES = test/misuse.c test/support.h
 test_misuse_CPPFLAGS = $(tide_test_cppflags)
 test_misuse_CFLAGS = $(tide_test_cflags)
+test_misuse_LDFLAGS = -no-install
 test_misuse_LDADD = $(tide_test_ldadd)
 
 test_stress_SOURCES = test/stress.c test/support.h
 test_stress_CPPFLAGS = $(tide_test_cppflags)
 test_stress_CFLAGS = $(tide_test_cflags)
+test_stress_LDFLAGS = -no-install
 test_stress_LDADD = $(tide_test_ldadd)
 
 test_fork_SOURCES = test/fork.c test/support.h
 test_fork_CPPFLAGS = $(tide_test_cppflags)
 test_fork_CFLAGS = $(tide_test_cflags)
+test_fork_LDFLAGS = -no-install
 test_fork_LDADD = $(tide_test_ldadd)
 
 test_churn_SOURCES = test/churn.c test/support.h
 test_churn_CPPFLAGS = $(tide_test_cppflags)
 test_churn_CFLAGS = $(tide_test_cflags)
+test_churn_LDFLAGS = -no-install
 test_churn_LDADD = $(tide_test_ldadd)
 
 test_preload_SOURCES = test/preload.c test/support.h
 test_preload_CPPFLAGS = $(tide_test_cppflags)
 test_preload_CFLAGS = $(tide_test_cflags)
+test_preload_LDFLAGS = -no-install
 test_preload_LDADD = $(tide_test_ldadd)
 # the probe must be built before test/preload runs
 EXTRA_test_preload_DEPENDENCIES = test/libmallocprobe.la
@@ -78,11 +84,12 @@ EXTRA_test_preload_DEPENDENCIES = test/libmallocprobe.la
 test_vma_SOURCES = test/vma.c test/support.h
 test_vma_CPPFLAGS = $(tide_test_cppflags)
 test_vma_CFLAGS = $(tide_test_cflags)
+test_vma_LDFLAGS = -no-install
 test_vma_LDADD = $(tide_test_ldadd)
 
 # The probe test/preload preloads beside libtide: it records, in every process started,
 # which library serves malloc and whether a fresh malloc lies inside tide_ranges().
-check_LTLIBRARIES = test/libmallocprobe.la
+check_LTLIBRARIES += test/libmallocprobe.la
 test_libmallocprobe_la_SOURCES = test/preload_probe.c
 test_libmallocprobe_la_CFLAGS = $(AM_CFLAGS) -O2 -g
 test_libmallocprobe_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
