@@ -117,15 +117,17 @@ static void *churn(void *arg)
     return NULL;
 }
 
+static char label[160] = ""; /* the configuration under test, for the printed lines */
+
 static void report_vmas(const char *when, struct tt_vmas v)
 {
     tide_stats_t s;
     memset(&s, 0, sizeof s);
     tide_stats_get(&s, sizeof s);
-    tt_report("vma: %s: %d of the process's %d VMAs overlap tide's %zu range(s) (bound %d); stats: vmas %" PRIu64
+    tt_report("vma [%s]: %s: %d of the process's %d VMAs overlap tide's %zu range(s) (bound %d); stats: vmas %" PRIu64
               ", mapped %" PRIu64 " MiB, grows %" PRIu64 ", remap moves %" PRIu64 ", heals %" PRIu64 ", live moved %" PRIu64
               ", in place %" PRIu64 ", copies %" PRIu64,
-              when, v.tide, v.total, v.nranges, MAX_TIDE_VMAS, s.vmas, s.mapped >> 20, s.grows, s.remap_moves,
+              label, when, v.tide, v.total, v.nranges, MAX_TIDE_VMAS, s.vmas, s.mapped >> 20, s.grows, s.remap_moves,
               s.remap_heals, s.remap_live, s.remap_in_place, s.remap_copies);
 }
 
@@ -136,13 +138,13 @@ static void churn_and_count(const char *const *conf)
     (void)conf;
     cr_skip_test("glibc mode: tide_ranges() does not exist");
 #else
-    char label[160] = "";
+    snprintf(label, sizeof label, "default");
     for (size_t i = 0; conf && conf[i]; i += 2) {
         cr_assert_eq(tide_conf_set(conf[i], conf[i + 1]), 0, "tide_conf_set(%s, %s): %s", conf[i], conf[i + 1],
                      strerror(errno));
-        snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s:%s", i ? "," : "", conf[i], conf[i + 1]);
+        snprintf(i ? label + strlen(label) : label, i ? sizeof label - strlen(label) : sizeof label, "%s%s:%s",
+                 i ? "," : "", conf[i], conf[i + 1]);
     }
-    tt_report("vma: configuration: %s", *label ? label : "default");
     struct tt_vmas start = tt_count_vmas();
     cr_assert_geq(start.nranges, 1, "tide_ranges() reports no range");
     report_vmas("at start", start);
@@ -156,7 +158,7 @@ static void churn_and_count(const char *const *conf)
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
     cr_assert(!tt_has_failed(), "%s", tt_failure);
-    tt_report("vma: churned %zu + %zu MiB (%ld + %ld reallocs, %ld + %ld aligned blocks)", c[0].allocated >> 20,
+    tt_report("vma [%s]: churned %zu + %zu MiB (%ld + %ld reallocs, %ld + %ld aligned blocks)", label, c[0].allocated >> 20,
               c[1].allocated >> 20, c[0].reallocs, c[1].reallocs, c[0].aligned, c[1].aligned);
 
     struct tt_vmas live = tt_count_vmas();
@@ -173,7 +175,7 @@ static void churn_and_count(const char *const *conf)
     cr_assert(!tt_has_failed(), "%s", tt_failure);
     struct tt_vmas freed = tt_count_vmas();
     report_vmas("all freed", freed);
-    tt_report("vma: calling tide_purge()");
+    tt_report("vma [%s]: calling tide_purge()", label);
     tide_purge();
     struct tt_vmas purged = tt_count_vmas();
     report_vmas("after tide_purge()", purged);
