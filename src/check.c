@@ -52,7 +52,7 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
                 if (e->cls >= SC_NSMALL || n != sc_slab_pages[e->cls])
                     return check_fail("slab of a bad class or size", a);
                 for (size_t i = 0; i < n; i++)
-                    if (pm_read(r, a + (i << LG_PAGE)) != pm_make(e, e->cls + 1u))
+                    if (pm_read(r, a + (i << LG_PAGE)) != (pm_make(e, e->cls + 1u) | ((uint64_t)i << PM_PAGE_SHIFT)))
                         return check_fail("slab page with a bad entry", a + (i << LG_PAGE));
                 unsigned nfree = 0;
                 for (unsigned w = 0; w < SC_MAX_NREGS / 64; w++)

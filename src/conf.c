@@ -21,7 +21,7 @@ conf_t conf = {
     .thp = 0,
     .stats = 0,
     .remap = 1,
-    .remap_max = 16,
+    .remap_max = 1,
     .remap_threshold = 1 << 20,
 };
 
@@ -57,8 +57,8 @@ static const conf_key_t conf_keys[] = {
       "print statistics on stderr at exit" },
     { "remap", CONF_BOOL, &conf.remap, 0, 1, NULL, true, "on",
       "large realloc moves pages with mremap instead of copying" },
-    { "remap_max", CONF_INT, &conf.remap_max, 0, 4096, NULL, true, "16",
-      "moved blocks that may be live at once (each costs 2 VMAs until freed)" },
+    { "remap_max", CONF_INT, &conf.remap_max, 0, 4096, NULL, true, "1",
+      "moved blocks that may be live at once: tide's range stays within 1 + 2 x remap_max VMAs" },
     { "remap_threshold", CONF_SIZE, &conf.remap_threshold, 64 << 10, (long)1 << 40, NULL, true, "1m",
       "smallest block whose realloc may move pages with mremap (bytes; k, m, g suffixes)" },
 };

@@ -365,9 +365,8 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
             e->bitmap[w] = nregs >= lo + 64 ? ~(uint64_t)0 : nregs > lo ? (((uint64_t)1 << (nregs - lo)) - 1) : 0;
         }
         const range_t *r = extent_range(e);
-        pm_entry_t entry = pm_make(e, cls + 1);
         for (size_t i = 0; i < e->npages; i++)
-            pm_write(r, e->addr + (i << LG_PAGE), entry);
+            pm_write(r, e->addr + (i << LG_PAGE), pm_make(e, cls + 1) | ((uint64_t)i << PM_PAGE_SHIFT));
         pageheap.nslabs++;
         pageheap.npages_slab += e->npages;
     }

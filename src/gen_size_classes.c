@@ -85,6 +85,18 @@ int main(void)
     }
     printf("\n};\n\n");
 
+    /* off % size == 0  <=>  off * c <= c - 1 (mod 2^64), with c = 2^64 / size rounded up
+     * (Lemire, Kaser, Kurz): one multiply tells whether a pointer starts a region. */
+    printf("/* 2^64 / size rounded up: OFF starts a region iff OFF * c <= c - 1 */\n");
+    printf("static const uint64_t sc_div64[SC_NSMALL] = {");
+    for (unsigned i = 0; i < nsmall; i++) {
+        unsigned long long c = ~0ull / sizes[i] + 1;
+        for (unsigned long long off = 0; off < (unsigned long long)pages[i] * PAGE; off++)
+            assert((off * c <= c - 1) == (off % sizes[i] == 0));
+        printf("%s%#llxull,", i % 3 ? " " : "\n    ", c);
+    }
+    printf("\n};\n\n");
+
     /* Thread-cache capacity: about two slabs' worth of small regions, between 20 and 200,
      * and at most 128 KiB a class; a few extents of each large class. */
     printf("/* thread-cache capacity of each class */\nstatic const uint16_t sc_tcache_max[SC_NCACHED] = {");

@@ -114,7 +114,7 @@ static void block_lookup(void *p, const char *func, block_t *b)
     unsigned tag = pm_tag(entry);
     extent_t *e = pm_desc(entry);
     if (tag >= 1 && tag <= SC_NSMALL) {
-        if (unlikely(a & (QUANTUM - 1)))
+        if (unlikely(!sz_starts_region(tag - 1, a - pm_slab_base(entry, a))))
             report_invalid_pointer(func, p);
         b->cls = tag - 1;
         b->ext = e;
@@ -215,12 +215,15 @@ TIDE_EXPORT void tide_free(void *p)
     uintptr_t a = (uintptr_t)p;
     const range_t *r = &region.ranges[0];
     uintptr_t off = a - r->base;
-    if (likely(off < ATOMIC_LOAD(&r->end) - r->base && (a & (QUANTUM - 1)) == 0)) {
+    if (likely(off < ATOMIC_LOAD(&r->end) - r->base)) {
         pm_entry_t entry = ATOMIC_LOAD((pm_entry_t *)r->base - 1 - (off >> LG_PAGE));
         unsigned cls = pm_tag(entry) - 1u;
         tcache_t *tc = &tcache_tls;
         void **obj = p;
-        if (likely(cls < SC_NSMALL && tc->avail[cls] != 0 && obj[1] != (void *)tcache_key)) {
+        /* A small class, P the start of one of its regions (not a pointer into one), room
+         * in the cache, and not already freed (the key). */
+        if (likely(cls < SC_NSMALL && sz_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 &&
+                   obj[1] != (void *)tcache_key)) {
             obj[0] = tc->head[cls];
             obj[1] = (void *)tcache_key;
             tc->head[cls] = obj;
@@ -387,13 +390,23 @@ TIDE_EXPORT size_t tide_malloc_usable_size(void *p)
     return b.usable;
 }
 
+/* Whether SIZE can be the size a block of USABLE bytes was last asked for (malloc,
+ * calloc or realloc): its own usable size, or less after a realloc that shrank a small
+ * block in place (by at most half), or up to a huge page less under thp:on. */
+static bool size_fits_block(size_t size, size_t usable)
+{
+    if (size > usable)
+        return false;
+    return usable <= MAX(sz_usable(size), 2 * size) || (usable >= HUGEPAGE && usable - size < HUGEPAGE);
+}
+
 TIDE_EXPORT void tide_free_sized(void *p, size_t size)
 {
     if (!p)
         return;
     block_t b;
     block_lookup(p, "free_sized", &b);
-    if (unlikely(sz_usable(size) != b.usable))
+    if (unlikely(!size_fits_block(size, b.usable)))
         report_fatal("free_sized", "size does not match the allocation of", p);
     block_free(p, &b);
 }
@@ -406,7 +419,7 @@ TIDE_EXPORT void tide_free_aligned_sized(void *p, size_t align, size_t size)
     block_lookup(p, "free_aligned_sized", &b);
     unsigned cls;
     size_t want = align <= QUANTUM ? sz_usable(size) : aligned_usable(align, size, &cls);
-    if (unlikely(want != b.usable))
+    if (unlikely(want != b.usable && !size_fits_block(size, b.usable)))
         report_fatal("free_aligned_sized", "size does not match the allocation of", p);
     if (unlikely(align > QUANTUM && ((uintptr_t)p & (align - 1))))
         report_fatal("free_aligned_sized", "alignment does not match the allocation of", p);

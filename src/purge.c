@@ -44,8 +44,9 @@ static bool purge_span(const extent_t *e, bool thp, uintptr_t *lo, uintptr_t *hi
     return *lo < *hi;
 }
 
-/* Purge dirty runs freed at or before OLDER_THAN.  Returns bytes purged. */
-static size_t purge_run(uint64_t older_than, long policy, bool wait)
+/* Purge dirty runs freed at or before OLDER_THAN.  WHOLE (an explicit full purge)
+ * purges runs whole even with huge pages.  Returns bytes purged. */
+static size_t purge_run(uint64_t older_than, long policy, bool wait, bool whole)
 {
     if (wait)
         lock_acquire(&purge_lock);
@@ -53,7 +54,7 @@ static size_t purge_run(uint64_t older_than, long policy, bool wait)
         return 0;
     os_advice_t advice = policy_advice(policy);
     extent_state_t done_state = advice == OS_ADV_FREE ? EXTENT_LAZY : EXTENT_CLEAN;
-    bool thp = ATOMIC_LOAD(&conf.thp) != 0;
+    bool thp = ATOMIC_LOAD(&conf.thp) != 0 && !whole;
     size_t total = 0;
     for (;;) {
         extent_t *batch[PURGE_BATCH];
@@ -126,7 +127,7 @@ static void *bg_main(void *arg)
         uint64_t due = ATOMIC_LOAD(&purge_next_ns);
         if (due <= now) {
             pthread_mutex_unlock(&bg_mutex);
-            purge_run(now - MIN(now, (uint64_t)decay * 1000000u), policy, true);
+            purge_run(now - MIN(now, (uint64_t)decay * 1000000u), policy, true, false);
             pthread_mutex_lock(&bg_mutex);
             continue;
         }
@@ -193,7 +194,7 @@ void purge_after_free(void)
         return;
     uint64_t now = os_now_ns();
     if (decay == 0) {
-        purge_run(now, policy, false);
+        purge_run(now, policy, false, false);
         return;
     }
     if (ATOMIC_LOAD(&conf.background)) {
@@ -209,13 +210,13 @@ void purge_after_free(void)
         return;
     }
     if (now >= due)
-        purge_run(now - (uint64_t)decay * 1000000u, policy, false);
+        purge_run(now - (uint64_t)decay * 1000000u, policy, false, false);
 }
 
 size_t purge_all(void)
 {
     long policy = ATOMIC_LOAD(&conf.purge);
-    return purge_run(UINT64_MAX, policy == PURGE_NONE ? PURGE_DONTNEED : policy, true);
+    return purge_run(UINT64_MAX, policy == PURGE_NONE ? PURGE_DONTNEED : policy, true, true);
 }
 
 void purge_prefork(void)

@@ -20,14 +20,17 @@
 
 #define REGION_MAX_RANGES 32
 
-/* A page-map entry: a descriptor pointer in the low 56 bits and a tag in the top 8.
+/* A page-map entry: a descriptor pointer in the low 48 bits, for slab pages the page's
+ * index in its slab in bits 48-50, and a tag in the top 8.
  * Tags 1..SC_NCACHED are size class + 1 (every page of a slab, and the first page of
  * a large block of a cached class); the others mark pages the fast path must not
  * take for an object.  Entry 0 means "no extent starts or ends here"; interior pages
  * of large blocks and free runs hold 0 or stale FREE/LARGE entries, never a class. */
 typedef uint64_t pm_entry_t;
 #define PM_TAG_SHIFT 56
-#define PM_PTR_MASK (((uint64_t)1 << PM_TAG_SHIFT) - 1)
+#define PM_PTR_MASK (((uint64_t)1 << 48) - 1)
+#define PM_PAGE_SHIFT 48
+#define PM_PAGE_MASK 7u
 #define PM_TAG_LARGE 0xF0u /* first page of a large block without a cached class, last page of any */
 #define PM_TAG_FREE 0xF1u  /* boundary page of a free extent */
 #define PM_TAG_META 0xF2u  /* tide's own metadata */
@@ -61,6 +64,11 @@ static inline pm_entry_t pm_make(const void *desc, unsigned tag)
     return (uint64_t)(uintptr_t)desc | ((uint64_t)tag << PM_TAG_SHIFT);
 }
 static inline unsigned pm_tag(pm_entry_t e) { return (unsigned)(e >> PM_TAG_SHIFT); }
+/* The first byte of the slab that holds ADDR, from the entry of ADDR's page. */
+static inline uintptr_t pm_slab_base(pm_entry_t e, uintptr_t addr)
+{
+    return (addr & ~(uintptr_t)PAGE_MASK) - ((uintptr_t)((e >> PM_PAGE_SHIFT) & PM_PAGE_MASK) << LG_PAGE);
+}
 static inline void *pm_desc(pm_entry_t e) { return (void *)(uintptr_t)(e & PM_PTR_MASK); }
 
 static inline pm_entry_t *range_pm_slot(const range_t *r, uintptr_t addr)

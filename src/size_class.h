@@ -20,6 +20,13 @@ TIDE_INLINE unsigned sz_class(size_t size)
 
 static inline bool sz_is_small_class(unsigned cls) { return cls < SC_NSMALL; }
 
+/* Whether OFFSET from the start of a slab of class CLS is the start of a region. */
+TIDE_INLINE bool sz_starts_region(unsigned cls, uintptr_t offset)
+{
+    uint64_t c = sc_div64[cls];
+    return (uint64_t)offset * c <= c - 1;
+}
+
 /* The usable size tide gives a request of SIZE bytes; 0 when SIZE is too large. */
 static inline size_t sz_usable(size_t size)
 {

@@ -42,6 +42,22 @@ static const uint32_t sc_div_magic[SC_NSMALL] = {
     599187u, 524288u, 419431u, 349526u, 299594u,
 };
 
+/* 2^64 / size rounded up: OFF starts a region iff OFF * c <= c - 1 */
+static const uint64_t sc_div64[SC_NSMALL] = {
+    0x1000000000000000ull, 0x800000000000000ull, 0x555555555555556ull,
+    0x400000000000000ull, 0x333333333333334ull, 0x2aaaaaaaaaaaaabull,
+    0x24924924924924aull, 0x200000000000000ull, 0x19999999999999aull,
+    0x155555555555556ull, 0x124924924924925ull, 0x100000000000000ull,
+    0xcccccccccccccdull, 0xaaaaaaaaaaaaabull, 0x92492492492493ull,
+    0x80000000000000ull, 0x66666666666667ull, 0x55555555555556ull,
+    0x4924924924924aull, 0x40000000000000ull, 0x33333333333334ull,
+    0x2aaaaaaaaaaaabull, 0x24924924924925ull, 0x20000000000000ull,
+    0x1999999999999aull, 0x15555555555556ull, 0x12492492492493ull,
+    0x10000000000000ull, 0xccccccccccccdull, 0xaaaaaaaaaaaabull,
+    0x924924924924aull, 0x8000000000000ull, 0x6666666666667ull,
+    0x5555555555556ull, 0x4924924924925ull,
+};
+
 /* thread-cache capacity of each class */
 static const uint16_t sc_tcache_max[SC_NCACHED] = {
     200, 200, 170, 128, 102, 84, 72, 64, 50, 42, 36, 32,

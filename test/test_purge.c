@@ -156,7 +156,7 @@ static const struct {
 } conf_keys[] = {
     { "purge", "sometimes", "free" },   { "decay_ms", "-2", "1000" },    { "background", "maybe", "on" },
     { "arenas", "99999", "0" },         { "tcache", "2", "on" },         { "thp", "yes please", "off" },
-    { "stats", "loud", "off" },         { "remap", "sure", "on" },       { "remap_max", "-1", "16" },
+    { "stats", "loud", "off" },         { "remap", "sure", "on" },       { "remap_max", "-1", "1" },
     { "remap_threshold", "12q", "1048576" },
 };
 
