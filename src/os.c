@@ -327,16 +327,26 @@ static uintptr_t os_parse_hex(const char **s)
     }
 }
 
+/* Whether the maps line starting at LINE ("start-end ...") overlaps [LO, HI). */
+static bool os_maps_line_overlaps(const char *line, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t a = os_parse_hex(&line);
+    line++; /* '-' */
+    uintptr_t b = os_parse_hex(&line);
+    return b > lo && a < hi;
+}
+
 long os_count_vmas(uintptr_t lo, uintptr_t hi)
 {
-    /* Stream /proc/self/maps through a stack buffer: the file can be large. */
+    /* Stream /proc/self/maps through a stack buffer: the file can be large.  Only the
+     * start of a line matters, so the tail of an overlong line is skipped. */
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     char buf[4096];
     size_t have = 0;
     long count = 0;
-    bool at_line_start = true;
+    bool in_tail = false;
     for (;;) {
         ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
         if (r < 0 && errno == EINTR)
@@ -346,35 +356,19 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
         have += (size_t)r;
         buf[have] = '\0';
         size_t i = 0;
-        while (i < have) {
-            char *nl = memchr(buf + i, '\n', have - i);
-            if (!nl)
-                break;
-            if (at_line_start) {
-                const char *s = buf + i;
-                uintptr_t a = os_parse_hex(&s);
-                s++;
-                uintptr_t b = os_parse_hex(&s);
-                if (b > lo && a < hi)
-                    count++;
-            }
-            at_line_start = true;
-            i = (size_t)(nl - buf) + 1;
+        for (char *nl; (nl = memchr(buf + i, '\n', have - i)) != NULL; i = (size_t)(nl - buf) + 1) {
+            if (!in_tail && os_maps_line_overlaps(buf + i, lo, hi))
+                count++;
+            in_tail = false;
+        }
+        if (i == 0 && have == sizeof buf - 1) { /* no newline in a full buffer */
+            if (!in_tail && os_maps_line_overlaps(buf, lo, hi))
+                count++;
+            in_tail = true;
+            i = have;
         }
         memmove(buf, buf + i, have - i);
         have -= i;
-        if (have == sizeof buf - 1) { /* a line longer than the buffer: skip its tail */
-            if (at_line_start) {
-                const char *s = buf;
-                uintptr_t a = os_parse_hex(&s);
-                s++;
-                uintptr_t b = os_parse_hex(&s);
-                if (b > lo && a < hi)
-                    count++;
-            }
-            at_line_start = false;
-            have = 0;
-        }
     }
     close(fd);
     return count;
