@@ -17,6 +17,8 @@
 pageheap_t pageheap;
 
 #define META_CHUNK_PAGES 16 /* 64 KiB: 500 descriptors */
+#define SPAN_CANDIDATES 8   /* largest runs of each state a span search starts from */
+#define SPAN_MAX_RUNS 64    /* runs one span may merge */
 
 static int extent_cmp(const rb_node_t *a, const rb_node_t *b)
 {
@@ -92,7 +94,8 @@ static void tree_remove(extent_t *e)
         list_remove(&e->lru);
 }
 
-/* The free neighbour of E on the left (or right) in state STATE, or NULL. */
+/* The free neighbour of E on the left (or right) in state STATE (EXTENT_NFREE: in any
+ * free state), or NULL. */
 static extent_t *free_neighbour(const extent_t *e, bool left, unsigned state)
 {
     const range_t *r = extent_range(e);
@@ -111,7 +114,8 @@ static extent_t *free_neighbour(const extent_t *e, bool left, unsigned state)
         return NULL;
     extent_t *n = pm_desc(entry);
     /* The entry may be stale (an interior page of a merged run): check the boundary. */
-    if (n->state != state || (left ? extent_end(n) != e->addr : n->addr != probe))
+    bool state_ok = state == EXTENT_NFREE ? n->state < EXTENT_NFREE : n->state == state;
+    if (!state_ok || (left ? extent_end(n) != e->addr : n->addr != probe))
         return NULL;
     return n;
 }
@@ -319,6 +323,82 @@ static extent_t *best_fit(size_t npages)
     return NULL;
 }
 
+/* Merge the adjacent free runs from L to R (whatever their states) into one run, in the
+ * least clean of their states, and return it (in its tree).  Lock held. */
+static extent_t *merge_span(extent_t *l, extent_t *r)
+{
+    extent_t *parts[SPAN_MAX_RUNS + 1];
+    size_t n = 0;
+    for (extent_t *x = l;; x = free_neighbour(x, false, EXTENT_NFREE)) {
+        parts[n++] = x;
+        if (x == r)
+            break;
+    }
+    unsigned state = EXTENT_CLEAN;
+    uint64_t stamp = 0;
+    size_t npages = 0;
+    for (size_t i = 0; i < n; i++) {
+        state = MIN(state, (unsigned)parts[i]->state); /* dirty < lazy < clean */
+        stamp = MAX(stamp, parts[i]->stamp);
+        npages += parts[i]->npages;
+        tree_remove(parts[i]);
+        if (i > 0)
+            desc_put(parts[i]);
+    }
+    l->npages = npages;
+    l->state = (uint8_t)state;
+    l->stamp = stamp;
+    extent_set_boundaries(l, PM_TAG_FREE, PM_TAG_FREE);
+    tree_insert(l);
+    return l;
+}
+
+/* When no single run fits: a span of adjacent free runs in different states that holds
+ * NEED pages, found around the largest runs of each state and merged.  This is what
+ * keeps dirty, lazy and clean runs side by side from forcing the range to grow.  Lock
+ * held. */
+static extent_t *span_fit(size_t need)
+{
+    for (unsigned s = 0; s < EXTENT_NFREE; s++) {
+        rb_node_t *node = rb_last(&pageheap.free[s]);
+        for (int k = 0; node && k < SPAN_CANDIDATES; k++, node = rb_prev(node)) {
+            extent_t *c = container_of(node, extent_t, rb), *l = c, *r = c;
+            size_t total = c->npages, runs = 1;
+            while (total < need && runs < SPAN_MAX_RUNS) {
+                extent_t *ln = free_neighbour(l, true, EXTENT_NFREE);
+                extent_t *rn = free_neighbour(r, false, EXTENT_NFREE);
+                if (!ln && !rn)
+                    break;
+                if (ln) {
+                    total += ln->npages;
+                    l = ln;
+                    runs++;
+                }
+                if (rn && runs < SPAN_MAX_RUNS) {
+                    total += rn->npages;
+                    r = rn;
+                    runs++;
+                }
+            }
+            if (total >= need)
+                return merge_span(l, r);
+        }
+    }
+    return NULL;
+}
+
+/* The run to take NEED pages from: the best single fit, else a merged span, else fresh
+ * pages from growing the range.  Lock held. */
+static extent_t *find_fit(size_t need)
+{
+    extent_t *f = best_fit(need);
+    if (!f)
+        f = span_fit(need);
+    if (!f && grow(need) == 0)
+        f = best_fit(need);
+    return f;
+}
+
 /* Take NPAGES pages aligned to ALIGN out of the free runs (growing if need be).
  * Returns the descriptor of the taken run, in no tree.  Lock held. */
 static extent_t *take(size_t npages, size_t align)
@@ -327,9 +407,7 @@ static extent_t *take(size_t npages, size_t align)
     size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
     if (need < npages || desc_reserve(3) != 0)
         return NULL;
-    extent_t *f = best_fit(need);
-    if (!f && grow(need) == 0)
-        f = best_fit(need);
+    extent_t *f = find_fit(need);
     if (!f)
         return NULL;
     return carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), npages);
@@ -466,15 +544,14 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent)
     lock_acquire(&pageheap.lock);
     if (desc_reserve(3) != 0)
         goto out;
-    /* The tail of the range first: a block there grows by extending the range. */
+    /* The tail of the range first: a block there grows by extending the range.  Else a
+     * run with room to double, else any run that holds it. */
     extent_t *f = tail_run();
-    if (!f || f->npages < room) {
-        extent_t *g = best_fit(room);
-        if (g)
-            f = g;
-    }
     if (!f || f->npages < need) {
-        if (grow(room) != 0 || !(f = tail_run()) || f->npages < need)
+        f = best_fit(room);
+        if (!f)
+            f = find_fit(need);
+        if (!f)
             goto out;
     }
     uintptr_t start = f->addr + ((congruent - f->addr) & (HUGEPAGE - 1));

@@ -26,6 +26,13 @@ typedef struct rb_root_s {
 static inline rb_node_t *rb_parent(const rb_node_t *n) { return (rb_node_t *)(n->parent_color & ~(uintptr_t)3); }
 static inline bool rb_empty(const rb_root_t *r) { return r->node == NULL; }
 static inline rb_node_t *rb_first(const rb_root_t *r) { return r->leftmost; }
+static inline rb_node_t *rb_last(const rb_root_t *r)
+{
+    rb_node_t *n = r->node;
+    while (n && n->right)
+        n = n->right;
+    return n;
+}
 
 /* Rebalance after linking NODE (red) below PARENT. */
 void rb_insert_color(rb_node_t *node, rb_root_t *root);
