@@ -262,3 +262,50 @@ Test(remap, threads_reallocating_at_once, .timeout = 300)
     cr_expect_eq(stats().remap_live, 0);
     cr_expect_eq(tide_check(), 0);
 }
+
+/* Random frees, mallocs and reallocs of blocks between 1 and 16 MiB (at most 256 MiB
+ * live): the range must not keep growing.  Dirty, lazy and clean runs side by side once
+ * made it grow without bound, and more so when many moved blocks were allowed. */
+static void bounded_address_space(const char *conf_max)
+{
+    cr_assert_eq(tide_conf_set("remap_max", conf_max), 0);
+    enum { SLOTS = 32 };
+    char *b[SLOTS] = { 0 };
+    size_t n[SLOTS] = { 0 }, live = 0, peak = 0;
+    unsigned s = 12345;
+    uint64_t mapped0 = stats().mapped;
+    for (int it = 0; it < 6000; it++) {
+        s = s * 1103515245u + 12345u;
+        int i = (s >> 8) % SLOTS, op = (s >> 16) % 3;
+        size_t want = (size_t)(1 + ((s >> 20) % 16)) << 20;
+        if (b[i] && op == 0) {
+            free(b[i]);
+            live -= n[i];
+            b[i] = NULL;
+            n[i] = 0;
+            continue;
+        }
+        if (live - n[i] + want > 256 * MiB)
+            continue;
+        char *q = realloc(b[i], want);
+        cr_assert_not_null(q);
+        for (size_t o = n[i]; o < want; o += 4096)
+            q[o] = 1;
+        live += want - n[i];
+        b[i] = q;
+        n[i] = want;
+        peak = live > peak ? live : peak;
+    }
+    uint64_t grown = stats().mapped - mapped0;
+    cr_log_info("remap_max %s: peak live %zu MiB, range grew by %lu MiB", conf_max, peak >> 20,
+                (unsigned long)(grown >> 20));
+    cr_expect_leq(grown, 3 * peak + 64 * MiB, "remap_max %s: the range grew by %lu MiB for %zu MiB live", conf_max,
+                  (unsigned long)(grown >> 20), peak >> 20);
+    for (int i = 0; i < SLOTS; i++)
+        free(b[i]);
+    cr_expect_eq(tide_check(), 0);
+    tide_conf_set("remap_max", "1");
+}
+
+Test(remap, address_space_stays_bounded_under_random_reallocs, .timeout = 120) { bounded_address_space("1"); }
+Test(remap, address_space_stays_bounded_with_many_moved_blocks, .timeout = 120) { bounded_address_space("16"); }
