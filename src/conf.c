@@ -13,7 +13,7 @@
 #include "util.h"
 
 conf_t conf = {
-    .purge = PURGE_FREE,
+    .purge = PURGE_DONTNEED,
     .decay_ms = 1000,
     .background = 1,
     .arenas = 0,
@@ -41,7 +41,7 @@ typedef struct conf_key_s {
 static const char *const purge_names[] = { "none", "dontneed", "free", NULL };
 
 static const conf_key_t conf_keys[] = {
-    { "purge", CONF_ENUM, &conf.purge, 0, 2, purge_names, true, "free",
+    { "purge", CONF_ENUM, &conf.purge, 0, 2, purge_names, true, "dontneed",
       "how free pages go back to the kernel: none, dontneed (MADV_DONTNEED), free (MADV_FREE)" },
     { "decay_ms", CONF_INT, &conf.decay_ms, -1, 86400000, NULL, true, "1000",
       "how long a freed page stays resident before it is purged; 0 = at once, -1 = never" },

@@ -154,7 +154,7 @@ Test(idle, none_keeps_memory, .timeout = 120) { idle_case("purge:none,decay_ms:5
 static const struct {
     const char *key, *bad, *def;
 } conf_keys[] = {
-    { "purge", "sometimes", "free" },   { "decay_ms", "-2", "1000" },    { "background", "maybe", "on" },
+    { "purge", "sometimes", "dontneed" },   { "decay_ms", "-2", "1000" },    { "background", "maybe", "on" },
     { "arenas", "99999", "0" },         { "tcache", "2", "on" },         { "thp", "yes please", "off" },
     { "stats", "loud", "off" },         { "remap", "sure", "on" },       { "remap_max", "-1", "1" },
     { "remap_threshold", "12q", "1048576" },
