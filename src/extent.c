@@ -147,6 +147,17 @@ static void insert_free(extent_t *e, unsigned state, uint64_t stamp)
     tree_insert(e);
 }
 
+/* Make [ADDR, ADDR + NPAGES pages) of range RANGE a free run in STATE (it may merge
+ * with its neighbours).  Needs one descriptor. */
+static void add_free_run(uintptr_t addr, size_t npages, unsigned range, unsigned state, uint64_t stamp)
+{
+    extent_t *e = desc_get();
+    e->addr = addr;
+    e->npages = npages;
+    e->range = (uint8_t)range;
+    insert_free(e, state, stamp);
+}
+
 /* Map more of the range and add it as clean free pages.  Needs one descriptor. */
 static int grow(size_t min_pages)
 {
@@ -156,11 +167,7 @@ static int grow(size_t min_pages)
     int err = region_grow(min_pages << LG_PAGE, &addr, &len, &range);
     if (err)
         return err;
-    extent_t *e = desc_get();
-    e->addr = addr;
-    e->npages = len >> LG_PAGE;
-    e->range = (uint8_t)range;
-    insert_free(e, EXTENT_CLEAN, 0);
+    add_free_run(addr, len >> LG_PAGE, range, EXTENT_CLEAN, 0);
     return 0;
 }
 
@@ -289,20 +296,10 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
     unsigned state = f->state;
     size_t lead = (start - f->addr) >> LG_PAGE;
     size_t trail = f->npages - lead - npages;
-    if (lead) {
-        extent_t *l = desc_get();
-        l->addr = f->addr;
-        l->npages = lead;
-        l->range = f->range;
-        insert_free(l, state, f->stamp);
-    }
-    if (trail) {
-        extent_t *t = desc_get();
-        t->addr = start + (npages << LG_PAGE);
-        t->npages = trail;
-        t->range = f->range;
-        insert_free(t, state, f->stamp);
-    }
+    if (lead)
+        add_free_run(f->addr, lead, f->range, state, f->stamp);
+    if (trail)
+        add_free_run(start + (npages << LG_PAGE), trail, f->range, state, f->stamp);
     f->addr = start;
     f->npages = npages;
     f->zeroed = state == EXTENT_CLEAN;
@@ -478,20 +475,15 @@ bool extent_resize(extent_t *e, size_t npages)
     if (desc_reserve(1) != 0)
         goto out;
     if (npages < e->npages) {
-        extent_t *t = desc_get();
-        t->addr = e->addr + (npages << LG_PAGE);
-        t->npages = e->npages - npages;
-        t->range = e->range;
+        size_t cut = e->npages - npages;
         extent_clear_boundaries(e);
-        pageheap.npages_active -= t->npages;
+        pageheap.npages_active -= cut;
         e->npages = npages;
-        insert_free(t, EXTENT_DIRTY, os_now_ns());
+        add_free_run(extent_end(e), cut, e->range, EXTENT_DIRTY, os_now_ns());
         ok = true;
     } else {
         size_t extra = npages - e->npages;
-        extent_t *n = NULL;
-        for (unsigned s = 0; s < EXTENT_NFREE && !n; s++)
-            n = free_neighbour(e, false, s);
+        extent_t *n = free_neighbour(e, false, EXTENT_NFREE);
         if (!n && extent_end(e) == ATOMIC_LOAD(&extent_range(e)->end) &&
             e->range == region.nranges - 1) {
             /* The block ends the range: extend the range under it. */
@@ -644,24 +636,15 @@ void pageheap_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_st
         insert_free(e, EXTENT_DIRTY, os_now_ns());
         return;
     }
+    /* The fringes stay dirty, with a fresh stamp so this pass does not take them again. */
     uint64_t now = os_now_ns();
-    if (hi < extent_end(e)) {
-        extent_t *t = desc_get();
-        t->addr = hi;
-        t->npages = (extent_end(e) - hi) >> LG_PAGE;
-        t->range = e->range;
-        e->npages -= t->npages;
-        insert_free(t, EXTENT_DIRTY, now);
-    }
-    if (lo > e->addr) {
-        extent_t *l = desc_get();
-        l->addr = e->addr;
-        l->npages = (lo - e->addr) >> LG_PAGE;
-        l->range = e->range;
-        e->addr = lo;
-        e->npages -= l->npages;
-        insert_free(l, EXTENT_DIRTY, now);
-    }
+    uintptr_t start = e->addr, end = extent_end(e);
+    e->addr = lo;
+    e->npages = (hi - lo) >> LG_PAGE;
+    if (hi < end)
+        add_free_run(hi, (end - hi) >> LG_PAGE, e->range, EXTENT_DIRTY, now);
+    if (lo > start)
+        add_free_run(start, (lo - start) >> LG_PAGE, e->range, EXTENT_DIRTY, now);
     insert_free(e, state, 0);
 }
 
