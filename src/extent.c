@@ -222,7 +222,7 @@ static int meta_carve(size_t npages)
     meta_claim(addr, npages, range, false);
     /* The rest of the fresh span needs a descriptor: the new chunk provides it. */
     extent_t *e = (extent_t *)pageheap.meta_cur;
-    pageheap.meta_cur += sizeof(extent_t);
+    pageheap.meta_cur += ALIGN_UP(sizeof(extent_t), (size_t)TIDE_CACHELINE);
     memset(e, 0, sizeof *e);
     e->addr = addr + (npages << LG_PAGE);
     e->npages = (len >> LG_PAGE) - npages;
@@ -274,7 +274,7 @@ int pageheap_init(void)
     size_t npages = (r->end - r->base) >> LG_PAGE;
     meta_claim(addr, META_CHUNK_PAGES, 0, false);
     extent_t *e = (extent_t *)pageheap.meta_cur;
-    pageheap.meta_cur += sizeof(extent_t);
+    pageheap.meta_cur += ALIGN_UP(sizeof(extent_t), (size_t)TIDE_CACHELINE);
     memset(e, 0, sizeof *e);
     e->addr = addr + (META_CHUNK_PAGES << LG_PAGE);
     e->npages = npages - META_CHUNK_PAGES;
@@ -550,6 +550,8 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent)
     e = carve(f, start, npages);
     e->state = EXTENT_LARGE;
     e->cls = EXTENT_NO_CLASS;
+    /* Its boundaries now, not after the move: the heap walk (tide_check) may run meanwhile. */
+    extent_set_large_boundaries(e);
     pageheap.nlarge_alloc++;
 out:
     lock_release(&pageheap.lock);

@@ -86,7 +86,7 @@ void extent_free(extent_t *e);
 bool extent_resize(extent_t *e, size_t npages);
 /* A place for a block of NPAGES pages that has to move: at an address congruent to
  * CONGRUENT modulo 2 MiB, with free room after it to keep growing (the range's tail
- * when it can).  Returned as a large block without page-map entries yet. */
+ * when it can).  Returned as a large block of no class, its boundary entries written. */
 extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent);
 /* After the pages of OLD were moved to TARGET: OLD's place becomes clean free space and
  * TARGET the live block. */

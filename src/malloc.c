@@ -29,6 +29,9 @@
 
 static int tide_ready; /* atomic: the heap exists */
 static lock_t tide_init_lock = LOCK_INITIALIZER;
+/* This thread is building the heap: a call that comes back into tide meanwhile (from
+ * a sanitizer's report, say) must fail rather than wait for itself. */
+static __thread bool tide_booting __attribute__((tls_model("initial-exec")));
 
 static void tide_prefork(void);
 static void tide_postfork_parent(void);
@@ -36,9 +39,13 @@ static void tide_postfork_child(void);
 
 static TIDE_NOINLINE bool tide_boot(void)
 {
+    if (tide_booting)
+        return false;
+    tide_booting = true;
     lock_acquire(&tide_init_lock);
     if (ATOMIC_LOAD(&tide_ready)) {
         lock_release(&tide_init_lock);
+        tide_booting = false;
         return true;
     }
     /* Nothing here may call malloc: the heap does not exist yet. */
@@ -47,11 +54,13 @@ static TIDE_NOINLINE bool tide_boot(void)
     unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
     if (region_init(conf.thp != 0) != 0 || pageheap_init() != 0 || arenas_init(n) != 0) {
         lock_release(&tide_init_lock);
+        tide_booting = false;
         return false;
     }
     purge_init();
     ATOMIC_STORE_REL(&tide_ready, 1);
     lock_release(&tide_init_lock);
+    tide_booting = false;
     /* These may allocate: the heap is ready for them. */
     tcache_boot();
     pthread_atfork(tide_prefork, tide_postfork_parent, tide_postfork_child);
@@ -351,6 +360,9 @@ TIDE_EXPORT void *tide_realloc(void *p, size_t size)
     }
     block_t b;
     block_lookup(p, "realloc", &b);
+    /* A freed object still in a thread cache or back in its slab looks live here. */
+    if (unlikely(b.cls != EXTENT_NO_CLASS && ((void **)p)[1] == (void *)tcache_key))
+        tcache_check_not_freed(p, b.cls, "realloc");
     size_t usable = sz_usable(size);
     if (unlikely(!usable)) {
         errno = ENOMEM;

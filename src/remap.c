@@ -96,8 +96,10 @@ void *remap_realloc(extent_t *e, size_t usable)
 {
     size_t npages = usable >> LG_PAGE;
     if (npages < e->npages && e->moved_len > usable) {
-        /* The cut-off tail must not stay behind in a VMA of its own. */
-        heal(e->addr + usable, e->moved_len - usable);
+        /* The cut-off tail must not stay behind in a VMA of its own; if it must (the heal
+         * failed), its VMAs keep their budget, as in remap_move() and remap_before_free(). */
+        if (!heal(e->addr + usable, e->moved_len - usable))
+            ATOMIC_ADD(&remap_budget, 2);
         e->moved_len = usable;
     }
     if (extent_resize(e, npages)) {

@@ -163,16 +163,17 @@ void *tcache_alloc_slow(unsigned cls)
     return p;
 }
 
-static void check_double_free(tcache_t *tc, void *p, unsigned cls)
+void tcache_check_not_freed(void *p, unsigned cls, const char *func)
 {
+    tcache_t *tc = &tcache_tls;
     for (void **q = tc->head[cls]; q; q = *q)
         if (q == p)
-            report_double_free("free", p);
+            report_double_free(func, p);
     if (cls < SC_NSMALL) {
         const range_t *r = region_range_of((uintptr_t)p);
         extent_t *slab = pm_desc(pm_read(r, (uintptr_t)p));
         if (arena_region_is_free(slab, (uintptr_t)p))
-            report_double_free("free", p);
+            report_double_free(func, p);
     }
 }
 
@@ -182,7 +183,7 @@ void tcache_free_slow(void *p, unsigned cls)
     if (tc->state == TCACHE_UNINIT)
         tcache_init(tc);
     if (((void **)p)[1] == (void *)tcache_key)
-        check_double_free(tc, p, cls);
+        tcache_check_not_freed(p, cls, "free");
     if (tc->state != TCACHE_ACTIVE) {
         free_direct(p, cls);
         return;

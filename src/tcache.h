@@ -34,6 +34,9 @@ extern uintptr_t tcache_key;
 /* Slow paths: the cache of CLS is empty / full or not set up. */
 void *tcache_alloc_slow(unsigned cls);
 void tcache_free_slow(void *p, unsigned cls);
+/* Abort with FUNC's name when P (of class CLS, its second word holding the key) is in the
+ * calling thread's cache or free in its slab: a double free or a use after free. */
+void tcache_check_not_freed(void *p, unsigned cls, const char *func);
 /* Empty the calling thread's cache (tide_purge, malloc_trim). */
 void tcache_flush_self(void);
 /* Set up once per process: the thread-exit hook. */
