@@ -1,1 +1,70 @@
-# Reliability suite (soak, fault injection, misuse, fuzzing, sanitizers).
+# Reliability suite (issue #6): the differential soak, fault injection, behaviour near
+# vm.max_map_count, misuse reports, libFuzzer targets and a UBSan build of the suites.
+#
+#   make check                  runs all of it (the soak for $(SOAK_SECONDS) s, each fuzzer
+#                               for $(FUZZ_SECONDS) s, then the suites again under UBSan)
+#   make stress                 the soak alone, $(STRESS_SECONDS) s split between configurations
+#   make fuzz                   the fuzzers alone, $(FUZZ_SECONDS) s each
+#   make check-ubsan            the UBSan build and run alone
+# `make check UBSAN=no FUZZ=no SOAK_SECONDS=10` makes a quick local run.
+
+SOAK_SECONDS = 60
+STRESS_SECONDS = 300
+FUZZ_SECONDS = 60
+
+rel_cppflags = $(AM_CPPFLAGS) -I$(top_builddir)/test -I$(top_srcdir)/test
+# -fno-builtin: the compiler must not fold or drop the calls the tests make on purpose.
+rel_cflags = $(AM_CFLAGS) -O2 -g -fno-builtin -Wno-alloc-size-larger-than
+# -no-install: no libtool wrapper scripts, the programs can be exec'd directly.
+rel_ldflags = -no-install
+
+# ---- the check-only fault-injection copy of libtide ---------------------------------------
+# The same sources and flags as src/libtide.la plus -DTIDE_FAULT_INJECTION, as a convenience
+# library linked into the fault tests (tide is then the malloc of the whole test process), so
+# that `make check` exercises tide_fault_inject() while the library that is built and
+# installed keeps no trace of it.
+EXTRA_LTLIBRARIES = test/libtide_fault.la
+CLEANFILES += test/libtide_fault.la
+test_libtide_fault_la_SOURCES = $(src_libtide_la_SOURCES)
+nodist_test_libtide_fault_la_SOURCES = $(nodist_src_libtide_la_SOURCES)
+test_libtide_fault_la_CPPFLAGS = $(src_libtide_la_CPPFLAGS) -DTIDE_FAULT_INJECTION
+test_libtide_fault_la_CFLAGS = $(src_libtide_la_CFLAGS)
+
+# ---- the differential soak -----------------------------------------------------------------
+check_PROGRAMS += test/soak test/soak_fault
+test_soak_SOURCES = test/soak.c
+test_soak_CPPFLAGS = $(rel_cppflags)
+test_soak_CFLAGS = $(rel_cflags)
+test_soak_LDFLAGS = $(rel_ldflags)
+test_soak_LDADD = src/libtide.la $(PTHREAD_LIBS)
+
+test_soak_fault_SOURCES = test/soak.c
+test_soak_fault_CPPFLAGS = $(rel_cppflags) -DSOAK_FAULTS
+test_soak_fault_CFLAGS = $(rel_cflags)
+test_soak_fault_LDFLAGS = $(rel_ldflags)
+test_soak_fault_LDADD = test/libtide_fault.la $(PTHREAD_LIBS)
+
+TESTS += test/soak.sh
+EXTRA_DIST += test/soak.sh
+
+.PHONY: stress
+stress: test/soak$(EXEEXT)
+	SOAK_BIN=test/soak$(EXEEXT) $(SHELL) $(srcdir)/test/soak.sh $(STRESS_SECONDS)
+
+# ---- misuse reports --------------------------------------------------------------------------
+if HAVE_CRITERION
+check_PROGRAMS += test/misuse_report test/misuse_helper
+TESTS += test/misuse_report
+test_misuse_report_SOURCES = test/misuse_report.c
+test_misuse_report_CPPFLAGS = $(rel_cppflags) -DMISUSE_HELPER=\"$(abs_top_builddir)/test/misuse_helper$(EXEEXT)\"
+test_misuse_report_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
+test_misuse_report_LDFLAGS = $(rel_ldflags)
+test_misuse_report_LDADD = $(CRITERION_LIBS)
+# the helper must be built before the suite runs
+EXTRA_test_misuse_report_DEPENDENCIES = test/misuse_helper$(EXEEXT)
+test_misuse_helper_SOURCES = test/misuse_helper.c
+test_misuse_helper_CPPFLAGS = $(rel_cppflags)
+test_misuse_helper_CFLAGS = $(rel_cflags)
+test_misuse_helper_LDFLAGS = $(rel_ldflags)
+test_misuse_helper_LDADD = src/libtide.la $(PTHREAD_LIBS)
+endif
