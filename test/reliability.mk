@@ -68,3 +68,25 @@ test_misuse_helper_CFLAGS = $(rel_cflags)
 test_misuse_helper_LDFLAGS = $(rel_ldflags)
 test_misuse_helper_LDADD = src/libtide.la $(PTHREAD_LIBS)
 endif
+
+# ---- fault injection -------------------------------------------------------------------------
+if HAVE_CRITERION
+check_PROGRAMS += test/fault
+TESTS += test/fault
+test_fault_SOURCES = test/fault.c
+test_fault_CPPFLAGS = $(rel_cppflags)
+test_fault_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
+test_fault_LDFLAGS = $(rel_ldflags)
+test_fault_LDADD = test/libtide_fault.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+endif
+
+# ---- near vm.max_map_count --------------------------------------------------------------------
+if HAVE_CRITERION
+check_PROGRAMS += test/mapcount
+TESTS += test/mapcount
+test_mapcount_SOURCES = test/mapcount.c
+test_mapcount_CPPFLAGS = $(rel_cppflags)
+test_mapcount_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
+test_mapcount_LDFLAGS = $(rel_ldflags)
+test_mapcount_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+endif
