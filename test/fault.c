@@ -587,8 +587,46 @@ Test(fault, heal_failure_keeps_the_heap_sound, .timeout = 120)
     free(b3);
     free(blocker);
     free_fillers();
+    heap_ok("after freeing");
+
+    conf("remap_max", "16");
     heap_ok("at the end");
     tide_stats_t s4 = stats();
     cr_log_info("heal faults: moves %lu, heals %lu, copies %lu, VMAs %lu", (unsigned long)s4.remap_moves,
                 (unsigned long)s4.remap_heals, (unsigned long)s4.remap_copies, (unsigned long)s4.vmas);
+}
+
+/* A shrink whose heal of the cut tail fails: those VMAs stay, so they must keep their budget,
+ * and tide's range must stay within 1 + 2 * remap_max VMAs. */
+Test(fault, heal_failure_on_shrink_keeps_the_vma_bound, .timeout = 60)
+{
+    conf("remap", "on");
+    conf("remap_threshold", "65536");
+    conf("remap_max", "1");
+    size_t n = 2 * MiB;
+    tide_stats_t h0 = stats();
+    cr_assert(h0.vmas == 1, "tide's range starts in %lu VMAs", (unsigned long)h0.vmas);
+    void *blocker;
+    char *m = blocked_block(n, &blocker);
+    cr_assert(m != NULL);
+    char *mq = realloc(m, 4 * n);
+    cr_assert(mq != NULL);
+    cr_assert(stats().remap_moves == h0.remap_moves + 1, "the realloc did not move pages");
+    arm(F_HEAL, 0, ALWAYS);
+    mq = realloc(mq, n / 2); /* shrink: healing the cut tail fails */
+    disarm();
+    cr_assert(mq != NULL);
+    free(mq); /* heals the rest */
+    free(blocker);
+    char *m2 = blocked_block(n, &blocker);
+    cr_assert(m2 != NULL);
+    char *m2q = realloc(m2, 4 * n); /* moves only if the budget allows */
+    cr_assert(m2q != NULL);
+    tide_stats_t h1 = stats();
+    cr_expect(h1.vmas <= 1 + 2 * 1, "%lu VMAs in tide's range with remap_max:1 after a shrink whose heal failed",
+              (unsigned long)h1.vmas);
+    free(m2q);
+    free(blocker);
+    free_fillers();
+    heap_ok("at the end");
 }

@@ -564,6 +564,10 @@ static long conf_long(const char *key)
     return strtol(buf, NULL, 10);
 }
 
+#ifdef SOAK_FAULTS
+static uint64_t vma_note_max;
+#endif
+
 static void check_heap(const char *when)
 {
     if (tide_check() != 0)
@@ -578,10 +582,31 @@ static void check_heap(const char *when)
     size_t held = atomic_load(&live_bytes);
     if (held > st.allocated)
         error_at("stats: the soak holds more than tide counts as allocated", NULL, 0, held, st.allocated);
+    /* Address space: within a small factor of what is in use (design.md: "VSZ should stay
+     * within a small factor of what is really used"): 4 x the most the soak held, plus 1 GiB
+     * for alignment slack, huge-page rounding and the page map. */
+    static size_t peak;
+    if (held > peak)
+        peak = held;
+    if (st.mapped > 4 * (uint64_t)peak + ((uint64_t)1 << 30))
+        error_at("tide's address space grew past 4 x the peak of live bytes + 1 GiB", NULL, 0,
+                 4 * (uint64_t)peak + ((uint64_t)1 << 30), st.mapped);
     long remap_max = conf_long("remap_max");
-    if (st.vmas > st.nranges + 2 * (uint64_t)(remap_max > 0 ? remap_max : 0))
+    if (st.vmas > st.nranges + 2 * (uint64_t)(remap_max > 0 ? remap_max : 0)) {
+#ifdef SOAK_FAULTS
+        /* Failed heals leave VMAs behind by design; a block later moved off such split
+         * VMAs can cost more than its estimate.  Noted, not an error (test/fault checks the
+         * deterministic cases). */
+        if (!opt_quiet || st.vmas > vma_note_max) {
+            fprintf(stderr, "soak: note: %" PRIu64 " VMAs in tide's range (bound %" PRIu64 ") after injected heal failures\n",
+                    st.vmas, st.nranges + 2 * (uint64_t)remap_max);
+            vma_note_max = st.vmas;
+        }
+#else
         error_at("tide's ranges are split into more VMAs than 1 + 2 * remap_max each", NULL, 0,
                  st.nranges + 2 * (uint64_t)remap_max, st.vmas);
+#endif
+    }
     if (!opt_quiet)
         fprintf(stderr, "soak: %s: tide_check ok, mapped %" PRIu64 " MiB, active %" PRIu64 " MiB, held %zu MiB, "
                 "vmas %" PRIu64 ", moves %" PRIu64 "\n", when, st.mapped >> 20, st.active >> 20, held >> 20,

@@ -13,7 +13,7 @@ bin=${SOAK_BIN:-test/soak}
 
 # Each purge policy, with and without immediate decay; remap on and off, and a low
 # threshold so that many reallocs move pages (with room for 1 and for 16 moved blocks);
-# huge pages; and the cacheless, single-arena slow paths.
+# huge pages; and the cacheless, single-arena slow paths.  Then test/soak_fault (see below).
 configs="purge:none
 purge:dontneed
 purge:free
@@ -25,7 +25,15 @@ remap:on,remap_threshold:65536,remap_max:1,purge:dontneed
 thp:on,purge:dontneed,decay_ms:0
 tcache:off,arenas:1,background:off"
 
-n=$(printf '%s\n' "$configs" | wc -l)
+# The same soak against the fault-injection build, with the OS layer failing at random.
+fault_bin=${SOAK_FAULT_BIN:-test/soak_fault}
+fault_configs=""
+if [ -x "$fault_bin" ]; then
+    fault_configs="faults:purge:free
+faults:purge:dontneed,decay_ms:0,remap_threshold:65536"
+fi
+
+n=$(printf '%s\n%s\n' "$configs" "$fault_configs" | grep -c .)
 each=$(awk -v t="$total" -v n="$n" 'BEGIN { s = t / n; if (s < 1) s = 1; printf "%.1f", s }')
 echo "soak: $n configurations, $each s each, $total s in all"
 
@@ -37,8 +45,11 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 IFS='
 '
-for conf in $configs; do
-    TIDE_CONF=$conf "$bin" -s "$each" -q $SOAK_ARGS >"$tmp" 2>&1
+for conf in $configs $fault_configs; do
+    case "$conf" in
+    faults:*) TIDE_CONF=${conf#faults:} "$fault_bin" -s "$each" -q $SOAK_ARGS >"$tmp" 2>&1 ;;
+    *) TIDE_CONF=$conf "$bin" -s "$each" -q $SOAK_ARGS >"$tmp" 2>&1 ;;
+    esac
     rc=$?
     cat "$tmp"
     ops=$(sed -n 's/^soak: result .* ops=\([0-9]*\) errors=.*/\1/p' "$tmp")
