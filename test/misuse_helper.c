@@ -140,8 +140,8 @@ static int run(const char *c)
         go();
         tide_free(hide(p + 1));
     } else if (!strcmp(c, "interior_small_16")) {
-        /* 16-aligned, inside a 64-byte object: taken on the fast path, caught when the
-         * thread's cache goes back to the slab (here: malloc_trim). */
+        /* 16-aligned, inside a 64-byte object: caught at once by the free (the slab page's
+         * index in the page map), at the latest when the cache goes back to the slab. */
         char *p = tide_malloc(64);
         say(p + 16);
         go();

@@ -133,8 +133,8 @@ REPORT(invalid_free_metadata, NULL, "free", "invalid pointer")
 REPORT(realloc_invalid_stack, NULL, "realloc", "invalid pointer")
 REPORT(usable_size_invalid, NULL, "malloc_usable_size", "invalid pointer")
 
-/* Interior pointers: caught at once, except a 16-aligned one inside a small object,
- * which the fast path takes and the flush back to the slab catches (docs/architecture.md). */
+/* Interior pointers: caught at once (a 16-aligned one inside a small object too, since the
+ * page map gives the slab's start to the fast path). */
 REPORT(interior_small_8, NULL, "free", "invalid pointer")
 REPORT(interior_small_1, NULL, "free", "invalid pointer")
 REPORT(interior_small_16, NULL, "free", "invalid pointer")

@@ -22,7 +22,8 @@
  * tide's OS layer fail: then allocations may return NULL, but only with errno ENOMEM, and
  * every other check stays as strict.
  *
- *   soak [-t THREADS] [-s SECONDS] [-c CHECK_INTERVAL_S] [-m MAX_LIVE_MIB] [-r SEED] [-q]
+ *   soak [-t THREADS] [-s SECONDS] [-c CHECK_INTERVAL_S] [-m MAX_LIVE_MIB] [-r SEED] [-q] [-C]
+ * -C adds a thread that runs tide_check() continuously while the workers run.
  * TIDE_CONF chooses tide's configuration.  Exit status 0 iff no error was found. */
 #include <errno.h>
 #include <inttypes.h>
@@ -54,6 +55,7 @@ static double opt_interval = 2;
 static size_t opt_max_live = (size_t)1 << 30;
 static uint64_t opt_seed;
 static bool opt_quiet;
+static bool opt_concurrent_check; /* -C: a thread runs tide_check() while the workers run */
 
 enum kind { K_MALLOC, K_ALIGNED, K_OTHER };
 
@@ -519,6 +521,21 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* tide_check() takes every lock, so it must hold at any moment, not only at a barrier. */
+static atomic_ulong concurrent_checks;
+static void *checker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_flag)) {
+        if (tide_check() != 0)
+            error_at("tide_check() failed while the workers ran", NULL, 0, 0, 0);
+        atomic_fetch_add(&concurrent_checks, 1);
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
 #ifdef SOAK_FAULTS
 static atomic_int chaos_quiet; /* the main thread checks or cleans up: no faults */
 
@@ -638,7 +655,7 @@ static void on_alarm(int sig)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: soak [-t THREADS] [-s SECONDS] [-c CHECK_INTERVAL_S] [-m MAX_LIVE_MIB] [-r SEED] [-q]\n");
+    fprintf(stderr, "usage: soak [-t THREADS] [-s SECONDS] [-c CHECK_INTERVAL_S] [-m MAX_LIVE_MIB] [-r SEED] [-q] [-C]\n");
     exit(2);
 }
 
@@ -646,7 +663,7 @@ int main(int argc, char **argv)
 {
     int c;
     opt_seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
-    while ((c = getopt(argc, argv, "t:s:c:m:r:q")) != -1) {
+    while ((c = getopt(argc, argv, "t:s:c:m:r:qC")) != -1) {
         switch (c) {
         case 't': opt_threads = (unsigned)atoi(optarg); break;
         case 's': opt_seconds = atof(optarg); break;
@@ -654,6 +671,7 @@ int main(int argc, char **argv)
         case 'm': opt_max_live = (size_t)atol(optarg) << 20; break;
         case 'r': opt_seed = strtoull(optarg, NULL, 0); break;
         case 'q': opt_quiet = true; break;
+        case 'C': opt_concurrent_check = true; break;
         default: usage();
         }
     }
@@ -685,6 +703,9 @@ int main(int argc, char **argv)
             perror("soak: pthread_create");
             return 2;
         }
+    pthread_t checker_th;
+    if (opt_concurrent_check)
+        pthread_create(&checker_th, NULL, checker, NULL);
 #ifdef SOAK_FAULTS
     pthread_t chaos_th;
     pthread_create(&chaos_th, NULL, chaos, NULL);
@@ -712,6 +733,8 @@ int main(int argc, char **argv)
     atomic_store(&stop_flag, 1);
     for (unsigned i = 0; i < opt_threads; i++)
         pthread_join(th[i], NULL);
+    if (opt_concurrent_check)
+        pthread_join(checker_th, NULL);
 #ifdef SOAK_FAULTS
     pthread_join(chaos_th, NULL);
 #endif
@@ -743,8 +766,8 @@ int main(int argc, char **argv)
     unsigned long total = 0;
     for (int i = 0; i < NOPS; i++)
         total += atomic_load(&op_count[i]);
-    printf("soak: %lu operations in %.1f s (%.0f/s), %lu checkpoints\n", total, elapsed, (double)total / elapsed,
-           atomic_load(&checkpoints));
+    printf("soak: %lu operations in %.1f s (%.0f/s), %lu checkpoints, %lu concurrent tide_check() calls\n", total,
+           elapsed, (double)total / elapsed, atomic_load(&checkpoints), atomic_load(&concurrent_checks));
     printf("soak:");
     for (int i = 0; i < NOPS; i++)
         printf(" %s %lu%s", op_names[i], atomic_load(&op_count[i]), i + 1 < NOPS ? "," : "\n");

@@ -12,7 +12,8 @@ total=${1:-${SOAK_SECONDS:-60}}
 bin=${SOAK_BIN:-test/soak}
 
 # Each purge policy, with and without immediate decay; remap on and off, and a low
-# threshold so that many reallocs move pages (with room for 1 and for 16 moved blocks);
+# threshold so that many reallocs move pages (with room for 16 moved blocks, tide_check()
+# running all the while, -C; and for 1);
 # huge pages; and the cacheless, single-arena slow paths.  Then test/soak_fault (see below).
 configs="purge:none
 purge:dontneed
@@ -20,7 +21,7 @@ purge:free
 purge:dontneed,decay_ms:0
 purge:free,decay_ms:0
 remap:off
-remap:on,remap_threshold:65536
+remap:on,remap_threshold:65536,remap_max:16 -C
 remap:on,remap_threshold:65536,remap_max:1,purge:dontneed
 thp:on,purge:dontneed,decay_ms:0
 tcache:off,arenas:1,background:off"
@@ -46,9 +47,11 @@ trap 'rm -f "$tmp"' EXIT
 IFS='
 '
 for conf in $configs $fault_configs; do
+    opts=""
+    case "$conf" in *" -C") conf=${conf% -C}; opts=-C ;; esac
     case "$conf" in
-    faults:*) TIDE_CONF=${conf#faults:} "$fault_bin" -s "$each" -q $SOAK_ARGS >"$tmp" 2>&1 ;;
-    *) TIDE_CONF=$conf "$bin" -s "$each" -q $SOAK_ARGS >"$tmp" 2>&1 ;;
+    faults:*) TIDE_CONF=${conf#faults:} "$fault_bin" -s "$each" -q $opts $SOAK_ARGS >"$tmp" 2>&1 ;;
+    *) TIDE_CONF=$conf "$bin" -s "$each" -q $opts $SOAK_ARGS >"$tmp" 2>&1 ;;
     esac
     rc=$?
     cat "$tmp"
