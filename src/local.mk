@@ -17,7 +17,7 @@ src_libtide_la_SOURCES = \
 	src/check.h src/check.c \
 	src/malloc.c
 nodist_src_libtide_la_SOURCES = src/size_classes.h
-src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src
+src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS)
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec \
 	-fno-semantic-interposition -fno-plt -fno-builtin-malloc -fno-builtin-free \
 	-fno-builtin-calloc -fno-builtin-realloc

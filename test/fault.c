@@ -1,0 +1,643 @@
+/* fault.c - tide under failing system calls.
+ *
+ * Linked with test/libtide_fault.la (tide built with -DTIDE_FAULT_INJECTION), so that
+ * tide_fault_inject(op, skip, count) makes the OS layer fail chosen calls with ENOMEM:
+ * op 0 mapping or growing a range, 1 purging (madvise / process_madvise), 2 moving pages
+ * (mremap), 3 healing a moved block (mmap over it).  Whatever fails, an allocation returns
+ * NULL with errno ENOMEM (never a crash), a realloc that cannot move pages copies them,
+ * a purge that fails leaves the pages dirty, tide_check() passes, the statistics reconcile,
+ * and once the faults stop, freeing everything brings tide's counters back: nothing leaks.
+ *
+ * Faults are armed only around the calls under test: Criterion allocates too, and must
+ * not see them. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tide.h"
+
+enum { F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3 };
+#define MiB ((size_t)1 << 20)
+#define ALWAYS LONG_MAX
+
+static void arm(int op, long skip, long count) { cr_assert(tide_fault_inject(op, skip, count) == 0); }
+static void disarm(void)
+{
+    for (int op = 0; op < 4; op++)
+        tide_fault_inject(op, 0, 0);
+}
+
+static void conf(const char *k, const char *v) { cr_assert(tide_conf_set(k, v) == 0, "tide_conf_set(%s, %s)", k, v); }
+
+static tide_stats_t stats(void)
+{
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    return s;
+}
+
+/* tide_check() passes and the statistics reconcile. */
+static void heap_ok(const char *when)
+{
+    cr_assert(tide_check() == 0, "tide_check() failed %s", when);
+    tide_stats_t s = stats();
+    cr_assert(s.active + s.dirty + s.lazy + s.clean + s.metadata == s.mapped,
+              "stats do not reconcile %s: %lu + %lu + %lu + %lu + %lu != %lu", when, (unsigned long)s.active,
+              (unsigned long)s.dirty, (unsigned long)s.lazy, (unsigned long)s.clean, (unsigned long)s.metadata,
+              (unsigned long)s.mapped);
+    cr_assert(s.allocated <= s.active, "allocated > active %s", when);
+}
+
+/* ---- patterns: every word up to 64 KiB, then the first and last 4 KiB and a word a page -- */
+
+static uint64_t pat(const void *p, size_t off) { return ((uintptr_t)p * 0x9E3779B97F4A7C15ULL) ^ (off * 0xff51afd7ed558ccdULL); }
+
+static void each_word(size_t n, void (*fn)(void *, size_t, void *), void *ctx)
+{
+    n &= ~(size_t)7;
+    for (size_t o = 0; o < n; o += 8) {
+        if (n > 65536 && o >= 4096 && o < n - 4096) {
+            o = (o & ~(size_t)4095) + 4096 - 8; /* one word in this page, then the next */
+            fn(ctx, o, NULL);
+            continue;
+        }
+        fn(ctx, o, NULL);
+    }
+}
+
+typedef struct pctx_s {
+    unsigned char *p;
+    const void *key;
+    size_t bad;
+} pctx_t;
+
+static void put(void *c, size_t o, void *unused)
+{
+    (void)unused;
+    pctx_t *x = c;
+    uint64_t v = pat(x->key, o);
+    memcpy(x->p + o, &v, 8);
+}
+
+static void get(void *c, size_t o, void *unused)
+{
+    (void)unused;
+    pctx_t *x = c;
+    uint64_t v;
+    memcpy(&v, x->p + o, 8);
+    if (v != pat(x->key, o))
+        x->bad++;
+}
+
+/* Pattern N bytes at P keyed by KEY (the block's first address), or count mismatches. */
+static void fill(void *p, size_t n, const void *key)
+{
+    pctx_t c = { p, key, 0 };
+    each_word(n, put, &c);
+}
+
+static size_t bad_words(void *p, size_t n, const void *key)
+{
+    pctx_t c = { p, key, 0 };
+    each_word(n, get, &c);
+    return c.bad;
+}
+
+static uint64_t rnd_state = 0x1234567;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+typedef struct block_s {
+    void *p;
+    size_t n;
+} block_t;
+
+/* ---- growing the range fails --------------------------------------------------------- */
+
+Test(fault, map_failures_give_enomem_and_leak_nothing, .timeout = 300)
+{
+    static block_t b[200000];
+    size_t nb = 0;
+    void *w = malloc(1000);
+    free(w);
+    tide_malloc_trim(0);
+    tide_stats_t base = stats();
+
+    /* Every mapping fails: large blocks until the free space is gone, then every kind of
+     * call, then small objects until no slab can be had. */
+    unsigned long nulls = 0, bad_errno = 0, ok = 0;
+    arm(F_MAP, 0, ALWAYS);
+    for (int i = 0; i < 4000 && nulls < 64; i++) {
+        size_t n = (1 + rnd() % 64) * MiB;
+        errno = 0;
+        void *p = malloc(n);
+        if (!p) {
+            nulls++;
+            bad_errno += errno != ENOMEM;
+        } else {
+            b[nb++] = (block_t){ p, n };
+            fill(p, n, p);
+            ok++;
+        }
+    }
+    void *q = NULL;
+    errno = 0;
+    bad_errno += (calloc(1, 512 * MiB) != NULL) + (errno != ENOMEM);
+    errno = 0;
+    bad_errno += (aligned_alloc(64 * MiB, 128 * MiB) != NULL) + (errno != ENOMEM);
+    bad_errno += posix_memalign(&q, 4096, 512 * MiB) != ENOMEM;
+    errno = 0;
+    bad_errno += (memalign(1 << 30, 4096) != NULL) + (errno != ENOMEM);
+    errno = 0;
+    bad_errno += (valloc(512 * MiB) != NULL) + (errno != ENOMEM);
+    errno = 0;
+    bad_errno += (pvalloc(512 * MiB) != NULL) + (errno != ENOMEM);
+    errno = 0;
+    bad_errno += (reallocarray(NULL, 512, MiB) != NULL) + (errno != ENOMEM);
+    if (nb > 0) {
+        /* A realloc that needs room fails and leaves the block as it was. */
+        errno = 0;
+        bad_errno += (realloc(b[0].p, 1024 * MiB) != NULL) + (errno != ENOMEM);
+    }
+    nulls += 8;
+    for (size_t sz = 14336; sz >= 16; sz /= 4) {
+        for (int i = 0; i < 400000 && nb < sizeof b / sizeof b[0]; i++) {
+            errno = 0;
+            void *p = malloc(sz);
+            if (!p) {
+                nulls++;
+                bad_errno += errno != ENOMEM;
+                break;
+            }
+            b[nb++] = (block_t){ p, sz };
+            fill(p, sz, p);
+            ok++;
+        }
+    }
+    bool heap_ok_under_faults = tide_check() == 0;
+    disarm();
+
+    cr_log_info("map faults: %lu allocations failed (all ENOMEM: %s), %lu succeeded from free space", nulls,
+                bad_errno ? "no" : "yes", ok);
+    cr_expect(bad_errno == 0, "%lu failed calls did not give NULL with ENOMEM", bad_errno);
+    cr_expect(nulls > 8, "no allocation failed while every mapping failed");
+    cr_assert(heap_ok_under_faults, "tide_check() failed while the faults were on");
+    heap_ok("after map failures");
+    size_t broken = 0;
+    for (size_t i = 0; i < nb; i++)
+        broken += bad_words(b[i].p, b[i].n, b[i].p);
+    cr_expect(broken == 0, "%zu words of the blocks allocated under faults changed", broken);
+
+    /* Faults off: tide grows again, and freeing everything gives back what it took. */
+    void *big = malloc(256 * MiB);
+    cr_assert(big != NULL, "no recovery: malloc(256 MiB) failed after the faults stopped");
+    fill(big, 256 * MiB, big);
+    cr_expect(bad_words(big, 256 * MiB, big) == 0);
+    free(big);
+    for (size_t i = 0; i < nb; i++)
+        free(b[i].p);
+    tide_malloc_trim(0);
+    heap_ok("after freeing everything");
+    tide_stats_t end = stats();
+    cr_expect(end.allocated <= base.allocated + 16384, "leak: allocated %lu at the start, %lu at the end",
+              (unsigned long)base.allocated, (unsigned long)end.allocated);
+    /* Active pages: the same, but for the one empty slab a bin may keep per class. */
+    cr_expect(end.active <= base.active + 35 * 7 * 4096, "leak: active %lu at the start, %lu at the end",
+              (unsigned long)base.active, (unsigned long)end.active);
+}
+
+Test(fault, large_blocks_return_active_exactly, .timeout = 120)
+{
+    tide_malloc_trim(0);
+    tide_stats_t base = stats();
+    block_t b[64];
+    size_t nb = 0;
+    unsigned long nulls = 0;
+    arm(F_MAP, 3, ALWAYS); /* a few growths succeed, then none */
+    for (int i = 0; i < 64; i++) {
+        size_t n = (1 + rnd() % 32) * MiB;
+        void *p = malloc(n);
+        if (p)
+            b[nb++] = (block_t){ p, n };
+        else
+            nulls += errno == ENOMEM;
+    }
+    disarm();
+    cr_log_info("map faults after 3 mappings: %lu of 64 large allocations failed with ENOMEM", nulls);
+    cr_expect(nulls > 0);
+    heap_ok("with large blocks");
+    for (size_t i = 0; i < nb; i++)
+        free(b[i].p);
+    heap_ok("after freeing them");
+    tide_stats_t end = stats();
+    cr_expect(end.nmalloc_large - end.nfree_large == base.nmalloc_large - base.nfree_large,
+              "large blocks live: %lu at the start, %lu after freeing them all",
+              (unsigned long)(base.nmalloc_large - base.nfree_large), (unsigned long)(end.nmalloc_large - end.nfree_large));
+    /* The test process (Criterion) may have taken a slab meanwhile: at most one, 7 pages. */
+    cr_expect(end.active <= base.active + 7 * 4096, "active %lu at the start, %lu after freeing every large block",
+              (unsigned long)base.active, (unsigned long)end.active);
+}
+
+/* Every point where growth can fail, one child process per (scenario, skip, count): the
+ * children start from the same heap, so each trial fails a different call of the same
+ * sequence. */
+enum { S_MALLOC, S_REALLOC, S_SLABS, S_ALIGNED, S_CALLOC, NSCEN };
+static const char *const scen_names[NSCEN] = { "malloc", "realloc", "slabs", "posix_memalign", "calloc" };
+
+static int trial(int scen, long skip, long count, void *live, size_t live_n)
+{
+    tide_stats_t s0 = stats();
+    size_t want = s0.mapped + 8 * MiB; /* more than any free run: the range must grow */
+    void *p = NULL;
+    int rc = 0, failed = 0;
+    static void *small[400000];
+    size_t ns = 0;
+    arm(F_MAP, skip, count);
+    errno = 0;
+    switch (scen) {
+    case S_MALLOC:
+        p = malloc(want);
+        failed = !p;
+        break;
+    case S_REALLOC:
+        p = realloc(live, want);
+        failed = !p;
+        break;
+    case S_SLABS: /* small objects until a new slab needs the range to grow */
+        for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+            small[ns] = malloc(14336);
+            if (!small[ns]) {
+                failed = 1;
+                break;
+            }
+            ns++;
+            if (stats().mapped != s0.mapped)
+                break;
+        }
+        break;
+    case S_ALIGNED:
+        rc = posix_memalign(&p, 256 * MiB, 4096);
+        failed = rc != 0;
+        if (failed)
+            errno = rc;
+        break;
+    default:
+        p = calloc(1, want);
+        failed = !p;
+    }
+    int err = errno;
+    disarm();
+    if (failed && err != ENOMEM)
+        return 10; /* a failure that is not ENOMEM */
+    if (tide_check() != 0)
+        return 11;
+    tide_stats_t s = stats();
+    if (s.active + s.dirty + s.lazy + s.clean + s.metadata != s.mapped)
+        return 12;
+    if (scen == S_REALLOC) {
+        void *blk = p ? p : live;
+        if (bad_words(blk, live_n, live) != 0)
+            return 13; /* the contents did not survive (a failed realloc keeps the block) */
+    }
+    if (scen == S_CALLOC && p) {
+        unsigned char *c = p;
+        for (size_t o = 0; o < want; o += 4096)
+            if (c[o] || c[o + 4095])
+                return 14;
+    }
+    if (p && scen != S_REALLOC) {
+        memset(p, 0x5a, 4096);
+        free(p);
+    } else if (p) {
+        free(p);
+    }
+    for (size_t i = 0; i < ns; i++)
+        free(small[i]);
+    tide_malloc_trim(0);
+    if (tide_check() != 0)
+        return 15;
+    /* Recovery: the same call succeeds without faults. */
+    void *again = malloc(want);
+    if (!again)
+        return 16;
+    free(again);
+    /* 1: failed cleanly; 0: a fault fired (a call after the SKIP that succeeded) and a
+     * fallback absorbed it; 2: the call made no more than SKIP mappings, no fault fired. */
+    if (failed)
+        return 1;
+    return s.grows - s0.grows > (uint64_t)skip ? 0 : 2;
+}
+
+Test(fault, map_fault_at_every_step_of_growth, .timeout = 600)
+{
+    static const long skips[] = { 0, 1, 2, 3 };
+    static const long counts[] = { 1, 2, 3, 4, ALWAYS };
+    /* A heap with some history: live small and large blocks, holes. */
+    void *keep[64];
+    for (int i = 0; i < 64; i++)
+        keep[i] = malloc((size_t)(1 + rnd() % 4096) * ((i & 1) ? 1 : 1024));
+    for (int i = 0; i < 64; i += 3)
+        free(keep[i]);
+    size_t live_n = 3 * MiB;
+    void *live = malloc(live_n);
+    fill(live, live_n, live);
+    unsigned long absorbed[NSCEN] = { 0 }, failed[NSCEN] = { 0 }, missed[NSCEN] = { 0 }, trials = 0;
+    for (int sc = 0; sc < NSCEN; sc++) {
+        for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
+            for (size_t j = 0; j < sizeof counts / sizeof counts[0]; j++) {
+                fflush(NULL);
+                pid_t pid = fork();
+                cr_assert(pid >= 0);
+                if (pid == 0)
+                    _exit(trial(sc, skips[i], counts[j], live, live_n));
+                int st;
+                cr_assert(waitpid(pid, &st, 0) == pid);
+                cr_expect(WIFEXITED(st) && WEXITSTATUS(st) <= 2,
+                          "%s with map faults after %ld calls, %ld of them: %s %d", scen_names[sc], skips[i], counts[j],
+                          WIFEXITED(st) ? "check failed, code" : "killed by signal",
+                          WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                    absorbed[sc]++;
+                else if (WIFEXITED(st) && WEXITSTATUS(st) == 1)
+                    failed[sc]++;
+                else if (WIFEXITED(st) && WEXITSTATUS(st) == 2)
+                    missed[sc]++;
+                trials++;
+            }
+        }
+    }
+    for (int sc = 0; sc < NSCEN; sc++)
+        cr_log_info("map faults, %s: %lu trials failed with ENOMEM, %lu absorbed by a fallback, %lu needed fewer "
+                    "mappings than the skip", scen_names[sc], failed[sc], absorbed[sc], missed[sc]);
+    unsigned long fired = 0;
+    for (int sc = 0; sc < NSCEN; sc++)
+        fired += failed[sc] + absorbed[sc];
+    cr_log_info("map faults: %lu trials, faults fired in %lu", trials, fired);
+    for (int sc = 0; sc < NSCEN; sc++)
+        cr_expect(failed[sc] > 0, "%s: no trial failed: the faults did not reach the growth path", scen_names[sc]);
+}
+
+/* ---- mremap fails: realloc copies --------------------------------------------------- */
+
+/* A large block A with a live block right after it, so that A cannot grow in place.  Blocks
+ * that land elsewhere stay allocated as fillers of the holes they found (freed by
+ * free_fillers()) until two land side by side. */
+static void *fillers[256];
+static size_t nfillers;
+
+static void free_fillers(void)
+{
+    while (nfillers)
+        free(fillers[--nfillers]);
+}
+
+static void *blocked_block(size_t n, void **blocker)
+{
+    for (int tries = 0; tries < 100 && nfillers + 2 <= sizeof fillers / sizeof fillers[0]; tries++) {
+        char *a = malloc(n), *b = malloc(n);
+        if (a && b == a + n) {
+            *blocker = b;
+            return a;
+        }
+        fillers[nfillers++] = a;
+        fillers[nfillers++] = b;
+    }
+    return NULL;
+}
+
+Test(fault, mremap_failure_makes_realloc_copy, .timeout = 120)
+{
+    conf("remap", "on");
+    conf("remap_threshold", "65536");
+    conf("remap_max", "16");
+    unsigned long copies_by_fault = 0;
+    for (int round = 0; round < 24; round++) {
+        size_t n = (size_t)(1 + round % 6) * MiB;
+        void *blocker;
+        char *a = blocked_block(n, &blocker);
+        cr_assert(a != NULL, "no block with a live neighbour after it");
+        fill(a, n, a);
+        tide_stats_t s0 = stats();
+        arm(F_MOVE, 0, 1);
+        char *q = realloc(a, 4 * n);
+        disarm();
+        cr_assert(q != NULL, "realloc failed when mremap did: it must copy");
+        tide_stats_t s1 = stats();
+        cr_expect(bad_words(q, n, a) == 0, "contents lost when mremap failed (round %d)", round);
+        cr_expect(s1.remap_moves == s0.remap_moves, "a move was counted although mremap failed");
+        cr_expect(s1.remap_copies == s0.remap_copies + 1, "the realloc did not copy");
+        copies_by_fault += s1.remap_copies - s0.remap_copies;
+        heap_ok("after a failed mremap");
+        /* Without the fault the same realloc moves pages. */
+        fill(q, 4 * n, q);
+        void *blocker2 = malloc(n);
+        char *q2 = realloc(q, 16 * n);
+        cr_assert(q2 != NULL);
+        cr_expect(bad_words(q2, 4 * n, q) == 0, "contents lost by a realloc after the faults stopped");
+        heap_ok("after a realloc without faults");
+        free(q2);
+        free(blocker);
+        free(blocker2);
+    }
+    free_fillers();
+    tide_stats_t s = stats();
+    cr_log_info("mremap faults: %lu injected, each made realloc copy; %lu moves without faults", copies_by_fault,
+                (unsigned long)s.remap_moves);
+    cr_expect(s.remap_moves > 0, "no realloc moved pages once mremap worked again");
+    heap_ok("at the end");
+}
+
+/* ---- purging fails: the pages stay dirty ------------------------------------------------ */
+
+static void purge_failure(const char *policy, bool vector)
+{
+    conf("purge", policy);
+    conf("decay_ms", "-1");
+    conf("background", "off");
+    tide_purge();
+    enum { N = 8 };
+    void *blk[N], *guard[N];
+    size_t n = 1 * MiB;
+    for (int i = 0; i < N; i++) {
+        blk[i] = malloc(n);
+        guard[i] = malloc(n); /* keeps the freed runs apart: many ranges in one purge */
+        memset(blk[i], 0xa5, n);
+    }
+    for (int i = 0; i < (vector ? N : 1); i++)
+        free(blk[i]);
+    tide_stats_t s0 = stats();
+    cr_assert(s0.dirty >= (vector ? N : 1) * n);
+
+    arm(F_PURGE, 0, ALWAYS);
+    size_t purged = tide_purge();
+    disarm();
+    tide_stats_t s1 = stats();
+    cr_expect(purged == 0, "tide_purge() claims %zu bytes although every purge failed", purged);
+    cr_expect(s1.dirty == s0.dirty && s1.clean == s0.clean && s1.lazy == s0.lazy,
+              "a failed purge changed the page states (dirty %lu -> %lu)", (unsigned long)s0.dirty,
+              (unsigned long)s1.dirty);
+    heap_ok("after a failed purge");
+    /* Memory whose purge failed may hold old bytes: calloc must still hand out zeros. */
+    unsigned char *z = calloc(1, n);
+    cr_assert(z != NULL);
+    size_t nonzero = 0;
+    for (size_t o = 0; o < n; o++)
+        nonzero += z[o] != 0;
+    cr_expect(nonzero == 0, "calloc returned %zu non-zero bytes from memory whose purge failed", nonzero);
+    free(z);
+
+    /* decay_ms:0 purges on every free: each one fails, the memory stays dirty and sound. */
+    conf("decay_ms", "0");
+    arm(F_PURGE, 0, ALWAYS);
+    for (int i = vector ? N : 1; i < N; i++)
+        free(blk[i]);
+    disarm();
+    heap_ok("after frees whose purges failed");
+    tide_stats_t s2 = stats();
+    cr_expect(s2.dirty >= s0.dirty, "memory was counted purged although the purges failed");
+
+    /* Faults off: the same memory purges. */
+    purged = tide_purge();
+    tide_stats_t s3 = stats();
+    cr_expect(purged > 0 && s3.dirty < s2.dirty, "nothing purged once the faults stopped");
+    heap_ok("after a purge that worked");
+    for (int i = 0; i < N; i++)
+        free(guard[i]);
+    conf("decay_ms", "1000");
+    conf("background", "on");
+    cr_log_info("purge faults (%s, %s): a failed tide_purge left %lu MiB dirty, then purged %zu MiB", policy,
+                vector ? "many runs" : "one run", (unsigned long)(s1.dirty >> 20), purged >> 20);
+}
+
+Test(fault, purge_failure_dontneed_one_run, .timeout = 60) { purge_failure("dontneed", false); }
+Test(fault, purge_failure_dontneed_many_runs, .timeout = 60) { purge_failure("dontneed", true); }
+Test(fault, purge_failure_free_one_run, .timeout = 60) { purge_failure("free", false); }
+Test(fault, purge_failure_free_many_runs, .timeout = 60) { purge_failure("free", true); }
+
+/* ---- healing a moved block fails ---------------------------------------------------------- */
+
+Test(fault, heal_failure_keeps_the_heap_sound, .timeout = 120)
+{
+    conf("remap", "on");
+    conf("remap_threshold", "65536");
+    conf("remap_max", "1"); /* room for one moved block: 2 VMAs */
+    size_t n = 2 * MiB;
+    void *blocker;
+    char *a = blocked_block(n, &blocker);
+    cr_assert(a != NULL);
+    fill(a, n, a);
+    tide_stats_t s0 = stats();
+    char *q = realloc(a, 4 * n);
+    cr_assert(q != NULL);
+    tide_stats_t s1 = stats();
+    cr_assert(s1.remap_moves == s0.remap_moves + 1, "the realloc did not move pages (moves %lu -> %lu)",
+              (unsigned long)s0.remap_moves, (unsigned long)s1.remap_moves);
+    cr_expect(bad_words(q, n, a) == 0);
+
+    /* Freeing the moved block must heal its VMAs: that fails, and nothing else does. */
+    arm(F_HEAL, 0, ALWAYS);
+    free(q);
+    disarm();
+    tide_stats_t s2 = stats();
+    cr_expect(s2.remap_live == 0, "the freed block still counts as moved");
+    cr_expect(s2.remap_heals == s1.remap_heals, "a heal was counted although it failed");
+    heap_ok("after a failed heal");
+
+    /* The unhealed VMAs keep their budget: the next realloc that would move copies. */
+    char *a2 = blocked_block(n, &blocker);
+    cr_assert(a2 != NULL);
+    fill(a2, n, a2);
+    char *q2 = realloc(a2, 4 * n);
+    cr_assert(q2 != NULL);
+    tide_stats_t s3 = stats();
+    cr_expect(bad_words(q2, n, a2) == 0, "contents lost");
+    cr_expect(s3.remap_moves == s2.remap_moves, "a move although the VMA budget is spent");
+    heap_ok("after a copy for want of budget");
+
+    /* More budget: moves again, and a second move of the same block with its heal failing. */
+    conf("remap_max", "16");
+    fill(q2, 4 * n, q2);
+    void *b2 = malloc(n);
+    char *q3 = realloc(q2, 8 * n);
+    cr_assert(q3 != NULL);
+    cr_expect(bad_words(q3, 4 * n, q2) == 0);
+    fill(q3, 8 * n, q3);
+    void *b3 = malloc(n);
+    arm(F_HEAL, 0, ALWAYS);
+    char *q4 = realloc(q3, 16 * n); /* moves again: healing the old place fails */
+    char *q5 = q4 ? realloc(q4, 12 * n) : NULL; /* a shrink heals the cut tail: fails too */
+    disarm();
+    cr_assert(q4 != NULL && q5 != NULL);
+    cr_expect(bad_words(q5, 8 * n, q3) == 0, "contents lost across moves with failing heals");
+    heap_ok("after moves with failing heals");
+    free(q5);
+    free(b2);
+    free(b3);
+    free(blocker);
+    free_fillers();
+    heap_ok("after freeing");
+
+    conf("remap_max", "16");
+    heap_ok("at the end");
+    tide_stats_t s4 = stats();
+    cr_log_info("heal faults: moves %lu, heals %lu, copies %lu, VMAs %lu", (unsigned long)s4.remap_moves,
+                (unsigned long)s4.remap_heals, (unsigned long)s4.remap_copies, (unsigned long)s4.vmas);
+}
+
+/* A shrink whose heal of the cut tail fails: those VMAs stay, so they must keep their budget,
+ * and tide's range must stay within 1 + 2 * remap_max VMAs. */
+Test(fault, heal_failure_on_shrink_keeps_the_vma_bound, .timeout = 60)
+{
+    conf("remap", "on");
+    conf("remap_threshold", "65536");
+    conf("remap_max", "1");
+    size_t n = 2 * MiB;
+    tide_stats_t h0 = stats();
+    cr_assert(h0.vmas == 1, "tide's range starts in %lu VMAs", (unsigned long)h0.vmas);
+    void *blocker;
+    char *m = blocked_block(n, &blocker);
+    cr_assert(m != NULL);
+    char *mq = realloc(m, 4 * n);
+    cr_assert(mq != NULL);
+    cr_assert(stats().remap_moves == h0.remap_moves + 1, "the realloc did not move pages");
+    arm(F_HEAL, 0, ALWAYS);
+    mq = realloc(mq, n / 2); /* shrink: healing the cut tail fails */
+    disarm();
+    cr_assert(mq != NULL);
+    free(mq); /* heals the rest */
+    tide_stats_t h1 = stats();
+    cr_log_info("heal faults on a shrink: %lu VMAs after freeing the block, %lu moved blocks live",
+                (unsigned long)h1.vmas, (unsigned long)h1.remap_live);
+    /* Reallocs that would move: only as many as the budget allows. */
+    void *m2q[4], *blockers[4];
+    for (int i = 0; i < 4; i++) {
+        char *m2 = blocked_block(n, &blockers[i]);
+        cr_assert(m2 != NULL);
+        m2q[i] = realloc(m2, 4 * n);
+        cr_assert(m2q[i] != NULL);
+        tide_stats_t h2 = stats();
+        cr_log_info("  realloc %d: moves %lu copies %lu in place %lu vmas %lu", i, (unsigned long)h2.remap_moves,
+                    (unsigned long)h2.remap_copies, (unsigned long)h2.remap_in_place, (unsigned long)h2.vmas);
+        cr_expect(h2.vmas <= 1 + 2 * 1, "%lu VMAs in tide's range with remap_max:1 after a shrink whose heal failed "
+                  "(%lu moves since)", (unsigned long)h2.vmas, (unsigned long)(h2.remap_moves - h1.remap_moves));
+    }
+    for (int i = 0; i < 4; i++) {
+        free(m2q[i]);
+        free(blockers[i]);
+    }
+    free(blocker);
+    free_fillers();
+    heap_ok("at the end");
+}
