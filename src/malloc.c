@@ -97,6 +97,7 @@ static void tide_postfork_parent(void)
 
 static void tide_postfork_child(void)
 {
+    region.inherited = true;
     lock_init(&pageheap.lock);
     arenas_reinit_locks();
     purge_postfork_child();

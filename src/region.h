@@ -47,6 +47,8 @@ typedef struct region_s {
     size_t heap_mapped; /* bytes of heap pages mapped, all ranges */
     size_t pm_mapped;   /* bytes of page map mapped, all ranges */
     bool thp;           /* every range carries MADV_HUGEPAGE */
+    bool inherited;     /* this process is a fork child: its ranges' VMAs came from the
+                         * parent, and the kernel never merges a fresh mapping into them */
 } region_t;
 
 extern region_t region;

@@ -106,8 +106,9 @@ void *remap_realloc(extent_t *e, size_t usable)
         ATOMIC_ADD(&remap_in_place, 1);
         return (void *)e->addr;
     }
+    /* In a fork child a heal could not merge back into the inherited VMA: copy there. */
     if (npages < e->npages || extent_size(e) < (size_t)ATOMIC_LOAD(&conf.remap_threshold) ||
-        !ATOMIC_LOAD(&conf.remap) || !os_has_dontunmap())
+        !ATOMIC_LOAD(&conf.remap) || region.inherited || !os_has_dontunmap())
         return NULL;
     return remap_move(e, npages);
 }

@@ -3,6 +3,8 @@
  * to its baseline, and several threads can do it at once. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,3 +311,34 @@ static void bounded_address_space(const char *conf_max)
 
 Test(remap, address_space_stays_bounded_under_random_reallocs, .timeout = 120) { bounded_address_space("1"); }
 Test(remap, address_space_stays_bounded_with_many_moved_blocks, .timeout = 120) { bounded_address_space("16"); }
+
+/* In a fork child the kernel never merges a fresh mapping into the VMA inherited from the
+ * parent, so a heal would leave VMAs behind: the child copies instead of moving, and its
+ * range stays within the parent's VMAs plus one for its own growth. */
+Test(remap, fork_child_copies_and_keeps_its_vmas, .timeout = 60)
+{
+    long parent_vmas = tide_vmas();
+    pid_t pid = fork();
+    if (pid == 0) {
+        uint64_t moves0 = stats().remap_moves;
+        for (int round = 0; round < 3; round++) {
+            size_t n = MiB;
+            uint8_t *p = malloc(n), *wall = malloc(MiB);
+            fill(p, 0, n, 5);
+            for (; n < 64 * MiB; n *= 2) {
+                p = realloc(p, 2 * n);
+                if (!p || first_bad(p, 0, n, 5) != SIZE_MAX)
+                    _exit(1);
+                fill(p, n, 2 * n, 5);
+            }
+            if (tide_vmas() > parent_vmas + 1)
+                _exit(2);
+            free(p);
+            free(wall);
+        }
+        _exit(stats().remap_moves == moves0 && tide_vmas() <= parent_vmas + 1 ? 0 : 3);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+}
