@@ -19,6 +19,7 @@ pageheap_t pageheap;
 #define META_CHUNK_PAGES 16 /* 64 KiB: 500 descriptors */
 #define SPAN_CANDIDATES 8   /* largest runs of each state a span search starts from */
 #define SPAN_MAX_RUNS 64    /* runs one span may merge */
+#define EXTEND_SLACK (64 * MiB) /* growth in place by extending the range is always allowed this far */
 
 static int extent_cmp(const rb_node_t *a, const rb_node_t *b)
 {
@@ -321,7 +322,8 @@ static extent_t *best_fit(size_t npages)
 }
 
 /* Merge the adjacent free runs from L to R (whatever their states) into one run, in the
- * least clean of their states, and return it (in its tree).  Lock held. */
+ * least clean of their states, and return it (in its tree, coalesced with neighbours in
+ * that state).  Lock held. */
 static extent_t *merge_span(extent_t *l, extent_t *r)
 {
     extent_t *parts[SPAN_MAX_RUNS + 1];
@@ -343,10 +345,8 @@ static extent_t *merge_span(extent_t *l, extent_t *r)
             desc_put(parts[i]);
     }
     l->npages = npages;
-    l->state = (uint8_t)state;
-    l->stamp = stamp;
-    extent_set_boundaries(l, PM_TAG_FREE, PM_TAG_FREE);
-    tree_insert(l);
+    /* It may now meet a run in its new state beyond the span: merge that too. */
+    insert_free(l, state, stamp);
     return l;
 }
 
@@ -468,6 +468,41 @@ void extent_free(extent_t *e)
     purge_after_free();
 }
 
+/* Whether a block may grow in place by extending the range by NPAGES: only while the
+ * range stays within twice the pages in use, else it had better move into the free space
+ * the range already has (VSZ stays a small factor of what is used).  Lock held. */
+static bool may_extend(size_t npages)
+{
+    size_t mapped = region.heap_mapped >> LG_PAGE, active = pageheap.npages_active;
+    return mapped + npages <= 2 * (active + npages) + (EXTEND_SLACK >> LG_PAGE);
+}
+
+/* A free run of at least EXTRA pages right after block E: the runs that follow it, in
+ * whatever states, merged; and when they reach the end of the last range, the range is
+ * extended under them first.  NULL when the pages after E are not free.  Lock held. */
+static extent_t *free_after(extent_t *e, size_t extra)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        extent_t *first = free_neighbour(e, false, EXTENT_NFREE), *last = first;
+        size_t total = first ? first->npages : 0, runs = 1;
+        while (last && total < extra && runs < SPAN_MAX_RUNS) {
+            extent_t *x = free_neighbour(last, false, EXTENT_NFREE);
+            if (!x)
+                break;
+            total += x->npages;
+            last = x;
+            runs++;
+        }
+        if (total >= extra)
+            return first == last ? first : merge_span(first, last);
+        uintptr_t reach = last ? extent_end(last) : extent_end(e);
+        if (attempt > 0 || reach != ATOMIC_LOAD(&extent_range(e)->end) || e->range != region.nranges - 1 ||
+            !may_extend(extra - total) || grow(extra - total) != 0)
+            return NULL;
+    }
+    return NULL;
+}
+
 bool extent_resize(extent_t *e, size_t npages)
 {
     bool ok = false, shrunk = npages < e->npages;
@@ -483,14 +518,8 @@ bool extent_resize(extent_t *e, size_t npages)
         ok = true;
     } else {
         size_t extra = npages - e->npages;
-        extent_t *n = free_neighbour(e, false, EXTENT_NFREE);
-        if (!n && extent_end(e) == ATOMIC_LOAD(&extent_range(e)->end) &&
-            e->range == region.nranges - 1) {
-            /* The block ends the range: extend the range under it. */
-            if (grow(extra) == 0)
-                n = free_neighbour(e, false, EXTENT_CLEAN);
-        }
-        if (!n || n->npages < extra)
+        extent_t *n = free_after(e, extra);
+        if (!n)
             goto out;
         tree_remove(n);
         if (n->npages > extra) {
@@ -536,16 +565,13 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent)
     lock_acquire(&pageheap.lock);
     if (desc_reserve(3) != 0)
         goto out;
-    /* The tail of the range first: a block there grows by extending the range.  Else a
-     * run with room to double, else any run that holds it. */
-    extent_t *f = tail_run();
-    if (!f || f->npages < need) {
-        f = best_fit(room);
-        if (!f)
-            f = find_fit(need);
-        if (!f)
-            goto out;
-    }
+    /* A run with room to double, else the range's tail (a block there may grow by
+     * extending the range), else any run that holds it. */
+    extent_t *f = best_fit(room);
+    if (!f && (!(f = tail_run()) || f->npages < need))
+        f = find_fit(need);
+    if (!f)
+        goto out;
     uintptr_t start = f->addr + ((congruent - f->addr) & (HUGEPAGE - 1));
     e = carve(f, start, npages);
     e->state = EXTENT_LARGE;
