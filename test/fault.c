@@ -440,12 +440,15 @@ Test(fault, mremap_failure_makes_realloc_copy, .timeout = 120)
         cr_expect(s1.remap_copies == s0.remap_copies + 1, "the realloc did not copy");
         copies_by_fault += s1.remap_copies - s0.remap_copies;
         heap_ok("after a failed mremap");
-        /* Without the fault the same realloc moves pages. */
-        fill(q, 4 * n, q);
-        void *blocker2 = malloc(n);
-        char *q2 = realloc(q, 16 * n);
+        /* Without the fault a blocked realloc moves pages again. */
+        free(q);
+        void *blocker2;
+        char *b2 = blocked_block(n, &blocker2);
+        cr_assert(b2 != NULL, "no block with a live neighbour after it");
+        fill(b2, n, b2);
+        char *q2 = realloc(b2, 4 * n);
         cr_assert(q2 != NULL);
-        cr_expect(bad_words(q2, 4 * n, q) == 0, "contents lost by a realloc after the faults stopped");
+        cr_expect(bad_words(q2, n, b2) == 0, "contents lost by a realloc after the faults stopped");
         heap_ok("after a realloc without faults");
         free(q2);
         free(blocker);

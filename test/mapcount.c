@@ -273,13 +273,28 @@ static int scenario(long headroom)
     return failures ? 1 : 0;
 }
 
+/* The scenario runs in a freshly exec'd copy of this program (MAPCOUNT_SCENARIO names the
+ * headroom), not in a fork child: in a fork child tide never moves pages with mremap, since
+ * a heal could not merge back into the VMA inherited from the parent. */
+__attribute__((constructor)) static void scenario_entry(void)
+{
+    const char *h = getenv("MAPCOUNT_SCENARIO");
+    if (h)
+        _exit(scenario(atol(h)));
+}
+
 static void in_child(long headroom)
 {
     fflush(NULL);
     pid_t pid = fork();
     cr_assert(pid >= 0);
-    if (pid == 0)
-        _exit(scenario(headroom));
+    if (pid == 0) {
+        char h[32];
+        snprintf(h, sizeof h, "%ld", headroom);
+        setenv("MAPCOUNT_SCENARIO", h, 1);
+        execl("/proc/self/exe", "mapcount", (char *)NULL);
+        _exit(127);
+    }
     int st;
     cr_assert(waitpid(pid, &st, 0) == pid);
     cr_assert(WIFEXITED(st), "the child died of signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
