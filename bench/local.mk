@@ -29,3 +29,23 @@ bench_mixed_LDADD = $(bench_ldadd)
 bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
 bench_fastpath_CFLAGS = $(bench_cflags)
 
+# `make bench`: build the library and the programs, then run the comparison (bench/run.py).
+#   QUICK=1           smoke run, about a minute (see bench/README.md for what it drops)
+#   ONLY=ebizzy|micro or configuration/benchmark names, comma-separated (e.g. ONLY=s5M-t2)
+#   ALLOCS=glibc,tide the allocators to run (glibc, jemalloc, tcmalloc, mimalloc, tide)
+#   RUNS=5            runs per allocator and configuration (default 3; QUICK: 1)
+#   DURATION=5        seconds per ebizzy run (default 1)
+#   TIDE_CONFS="default purge:free"  TIDE_CONF values to run, replacing bench/tide-confs
+# "bench" is also a directory: without .PHONY, make would call it up to date.
+.PHONY: bench
+PYTHON3 = python3
+bench_flag = $(if $(filter-out 0 no false,$(1)),$(2))
+bench: src/libtide.la $(bench_programs)
+	$(PYTHON3) $(srcdir)/bench/run.py --builddir="$(abs_top_builddir)" \
+	  --srcdir="$(abs_top_srcdir)" \
+	  $(call bench_flag,$(QUICK),--quick) \
+	  $(if $(ONLY),--only="$(ONLY)") $(if $(ALLOCS),--allocs="$(ALLOCS)") \
+	  $(if $(RUNS),--runs="$(RUNS)") $(if $(DURATION),--seconds="$(DURATION)") \
+	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)")
+
+EXTRA_DIST += bench/run.py bench/tide-confs bench/README.md bench/results/.gitignore
