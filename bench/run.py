@@ -64,6 +64,8 @@ EBIZZY_CONFIGS = [
     EbizzyConfig("random", ["--random=1"], quick=False),
     EbizzyConfig("realloc", ["--realloc=65536"] + S5M_T2, quick=True),
     EbizzyConfig("purge-every-free", S5M_T2, quick=True, purge_row=True),
+    # Above 8 MiB, default jemalloc purges a freed block at once.
+    EbizzyConfig("s16M-t2", ["-s", "16777216", "-t", "2"], quick=False),
 ]
 
 
