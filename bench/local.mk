@@ -35,6 +35,7 @@ bench_fastpath_CFLAGS = $(bench_cflags)
 #   ALLOCS=glibc,tide the allocators to run (glibc, jemalloc, tcmalloc, mimalloc, tide)
 #   RUNS=5            runs per allocator and configuration (default 3; QUICK: 1)
 #   DURATION=5        seconds per ebizzy run (default 1)
+#   MAX_LOAD=10       retry a run during which other processes used over 10% of the CPUs
 #   TIDE_CONFS="default purge:free"  TIDE_CONF values to run, replacing bench/tide-confs
 # "bench" is also a directory: without .PHONY, make would call it up to date.
 .PHONY: bench
@@ -46,6 +47,7 @@ bench: src/libtide.la $(bench_programs)
 	  $(call bench_flag,$(QUICK),--quick) \
 	  $(if $(ONLY),--only="$(ONLY)") $(if $(ALLOCS),--allocs="$(ALLOCS)") \
 	  $(if $(RUNS),--runs="$(RUNS)") $(if $(DURATION),--seconds="$(DURATION)") \
+	  $(if $(MAX_LOAD),--max-load="$(MAX_LOAD)") \
 	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)")
 
 EXTRA_DIST += bench/run.py bench/tide-confs bench/README.md bench/results/.gitignore

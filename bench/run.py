@@ -50,6 +50,9 @@ S5M_T2 = ["-s", "5242880", "-t", "2"]
 
 # Runs during which other processes kept this share of the CPUs busy are flagged.
 NOISY = 0.10
+# With --max-load, how often a run is retried and how long to wait for a quieter machine.
+RETRIES = 5
+RETRY_PAUSE_S = 10
 
 
 class EbizzyConfig:
@@ -117,12 +120,16 @@ def parse_args():
     p.add_argument("--allocs", default="", help="comma list of: " + ", ".join(FAMILIES))
     p.add_argument("--runs", type=int, help="runs per allocator and configuration (default 3)")
     p.add_argument("--seconds", type=int, help="ebizzy -S (default 1)")
+    p.add_argument("--max-load", type=int, default=0, metavar="PERCENT",
+                   help=f"retry a timed run (up to {RETRIES} times, {RETRY_PAUSE_S} s apart) when "
+                        "other processes used more than PERCENT%% of the CPUs meanwhile")
     p.add_argument("--tide-confs", help="space-separated TIDE_CONF values ('default' = unset) "
                                         "replacing the [all] list of bench/tide-confs")
     args = p.parse_args()
     args.srcdir = args.srcdir or args.builddir
     args.results = args.results or os.path.join(args.builddir, "bench", "results")
     args.runs = args.runs or (1 if args.quick else 3)
+    args.max_load /= 100
     args.seconds = args.seconds or 1
     if args.runs < 1 or args.seconds < 1:
         p.error("--runs and --seconds must be at least 1")
@@ -223,6 +230,7 @@ class Runner:
     def __init__(self, args, total):
         self.args, self.total, self.done = args, total, 0
         self.failures, self.provider_notes, self.seen = [], [], set()
+        self.other_load, self.retries = None, 0
 
     def progress(self, text):
         self.done += 1
@@ -248,6 +256,20 @@ class Runner:
             self.fail(what, variant, f"exit {p.returncode}: {p.stderr.strip()[-300:]}")
             return None
         return p.stdout
+
+    def run_timed(self, argv, variant, what, timeout):
+        """run() for a measurement: with --max-load, a run during which other processes
+        took more of the CPUs than that is thrown away and retried after a pause."""
+        for attempt in range(1 + RETRIES):
+            out = self.run(argv, variant, what, timeout)
+            if out is None or not self.args.max_load or self.other_load <= self.args.max_load:
+                break
+            if attempt < RETRIES:
+                print(f"  other load {self.other_load:.0%} during {what} under {variant.label}:"
+                      f" retrying in {RETRY_PAUSE_S} s", flush=True)
+                self.retries += 1
+                time.sleep(RETRY_PAUSE_S)
+        return out
 
     def fail(self, what, variant, why):
         msg = f"{what} under {variant.label} failed: {why}"
@@ -318,7 +340,7 @@ def run_ebizzy(args, runner, configs, bindir):
         runs = {v.label: [] for v in variants}
         for rnd in range(1, args.runs + 1):
             for v in variants:
-                out = runner.run(argv, v, f"ebizzy {cfg.name}", args.seconds + 120)
+                out = runner.run_timed(argv, v, f"ebizzy {cfg.name}", args.seconds + 120)
                 res = None
                 if out is not None:
                     try:
@@ -412,7 +434,7 @@ def run_micro(args, runner, benches, variants, bindir):
         runs = {v.label: [] for v in variants}
         for rnd in range(1, args.runs + 1):
             for v in variants:
-                out = runner.run(argv, v, b.name, 600)
+                out = runner.run_timed(argv, v, b.name, 600)
                 kv = parse_key_values(out) if out is not None else {}
                 t = float(kv[b.key]) if b.key in kv else None
                 if t is not None:
@@ -730,6 +752,9 @@ def main():
                   "; Ir per malloc+free is callgrind's instruction count of `free(malloc(64))`, "
                   "including 9 instructions of the loop.\n")
         md.append(micro_markdown(micro_rows, fast_rows))
+    if runner.retries:
+        notes.append(f"{runner.retries} run(s) were retried because other processes used more "
+                     f"than {args.max_load:.0%} of the CPUs")
     all_notes = notes + runner.provider_notes + runner.failures
     if all_notes:
         md.append("Notes:\n\n" + "\n".join(f"- {n}" for n in all_notes) + "\n")
