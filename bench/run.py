@@ -660,7 +660,10 @@ set boxwidth 0.8
 set grid ytics
 set yrange [0:*]
 set key off
-set xtics rotate by -25 scale 0
+set xtics rotate by -35 scale 0
+set lmargin 12
+set rmargin 16
+set bmargin 8
 set ylabel "records/s"
 plot $d using 2:xtic(1) lc rgb "#3465a4"
 set ylabel "peak RSS (MiB)"
