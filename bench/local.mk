@@ -1,1 +1,53 @@
-# bench/: the ebizzy clone, the microbenchmarks and `make bench`.
+# bench/: the ebizzy clone, the allocator microbenchmarks and `make bench`.
+# The programs never link libtide: run.py picks the allocator of each run with LD_PRELOAD,
+# so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.
+
+bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath
+noinst_PROGRAMS += $(bench_programs)
+
+# -O2 even if the user's CFLAGS lack it (theirs still come last and win).
+bench_cflags = $(AM_CFLAGS) -O2
+bench_ldadd = $(PTHREAD_LIBS)
+bench_probe = bench/probe.c bench/probe.h bench/rng.h
+
+bench_ebizzy_SOURCES = bench/ebizzy.c $(bench_probe)
+bench_ebizzy_CFLAGS = $(bench_cflags)
+bench_ebizzy_LDADD = $(bench_ldadd)
+
+bench_pairs_SOURCES = bench/pairs.c bench/bench.h $(bench_probe)
+bench_pairs_CFLAGS = $(bench_cflags)
+bench_pairs_LDADD = $(bench_ldadd)
+
+bench_prodcons_SOURCES = bench/prodcons.c bench/bench.h $(bench_probe)
+bench_prodcons_CFLAGS = $(bench_cflags)
+bench_prodcons_LDADD = $(bench_ldadd)
+
+bench_mixed_SOURCES = bench/mixed.c bench/bench.h $(bench_probe)
+bench_mixed_CFLAGS = $(bench_cflags)
+bench_mixed_LDADD = $(bench_ldadd)
+
+bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
+bench_fastpath_CFLAGS = $(bench_cflags)
+
+# `make bench`: build the library and the programs, then run the comparison (bench/run.py).
+#   QUICK=1           smoke run, about a minute (see bench/README.md for what it drops)
+#   ONLY=ebizzy|micro or configuration/benchmark names, comma-separated (e.g. ONLY=s5M-t2)
+#   ALLOCS=glibc,tide the allocators to run (glibc, jemalloc, tcmalloc, mimalloc, tide)
+#   RUNS=5            runs per allocator and configuration (default 3; QUICK: 1)
+#   DURATION=5        seconds per ebizzy run (default 1)
+#   MAX_LOAD=10       retry a run during which other processes used over 10% of the CPUs
+#   TIDE_CONFS="default purge:free"  TIDE_CONF values to run, replacing bench/tide-confs
+# "bench" is also a directory: without .PHONY, make would call it up to date.
+.PHONY: bench
+PYTHON3 = python3
+bench_flag = $(if $(filter-out 0 no false,$(1)),$(2))
+bench: src/libtide.la $(bench_programs)
+	$(PYTHON3) $(srcdir)/bench/run.py --builddir="$(abs_top_builddir)" \
+	  --srcdir="$(abs_top_srcdir)" \
+	  $(call bench_flag,$(QUICK),--quick) \
+	  $(if $(ONLY),--only="$(ONLY)") $(if $(ALLOCS),--allocs="$(ALLOCS)") \
+	  $(if $(RUNS),--runs="$(RUNS)") $(if $(DURATION),--seconds="$(DURATION)") \
+	  $(if $(MAX_LOAD),--max-load="$(MAX_LOAD)") \
+	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)")
+
+EXTRA_DIST += bench/run.py bench/tide-confs bench/README.md bench/results/.gitignore

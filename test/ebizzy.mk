@@ -1,1 +1,25 @@
 # Tests of the ebizzy clone (bench/ebizzy).
+# They run the real binary as a child process under glibc, tide and the peer allocators
+# installed, and under a stub library that defines tide_stats_get (test_ebizzy_stub).
+
+# A shared library the tests LD_PRELOAD: -rpath makes libtool build it shared although
+# it is never installed.  (If another fragment needs check_LTLIBRARIES too, move this
+# "=" to Makefile.am and use "+=" in both.)
+check_LTLIBRARIES = test/test_ebizzy_stub.la
+test_test_ebizzy_stub_la_SOURCES = test/test_ebizzy_stub.c
+test_test_ebizzy_stub_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/test
+
+if HAVE_CRITERION
+check_PROGRAMS += test/test_ebizzy
+TESTS += test/test_ebizzy
+test_test_ebizzy_SOURCES = test/test_ebizzy_options.c test/test_ebizzy_runs.c \
+	test/test_ebizzy_run.c test/test_ebizzy_run.h
+test_test_ebizzy_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DEBIZZY_PATH=\"$(abs_top_builddir)/bench/ebizzy\" \
+	-DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\" \
+	-DSTUB_LIB=\"$(abs_top_builddir)/test/.libs/test_ebizzy_stub.so\"
+test_test_ebizzy_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS)
+test_test_ebizzy_LDADD = $(CRITERION_LIBS)
+# The tests run these, so they must be built first (bench/ebizzy is not linked in).
+EXTRA_test_test_ebizzy_DEPENDENCIES = bench/ebizzy src/libtide.la test/test_ebizzy_stub.la
+endif
