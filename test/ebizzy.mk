@@ -3,9 +3,8 @@
 # installed, and under a stub library that defines tide_stats_get (test_ebizzy_stub).
 
 # A shared library the tests LD_PRELOAD: -rpath makes libtool build it shared although
-# it is never installed.  (If another fragment needs check_LTLIBRARIES too, move this
-# "=" to Makefile.am and use "+=" in both.)
-check_LTLIBRARIES = test/test_ebizzy_stub.la
+# it is never installed.
+check_LTLIBRARIES += test/test_ebizzy_stub.la
 test_test_ebizzy_stub_la_SOURCES = test/test_ebizzy_stub.c
 test_test_ebizzy_stub_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/test
 
