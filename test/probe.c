@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tide.h"
@@ -167,8 +168,23 @@ int main(int argc, char **argv)
         return cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]));
     if (argc >= 3 && strcmp(argv[1], "conf") == 0)
         return cmd_conf(argv[2]);
+    if (argc >= 5 && strcmp(argv[1], "idle-child") == 0) {
+        /* The same in a fork child: the purger thread did not survive the fork, and the
+         * child must start its own. */
+        free(malloc(100)); /* tide is up, and so is the parent's purger */
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int r = cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]));
+            fflush(stdout);
+            _exit(r);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 9;
+    }
     if (argc >= 2 && strcmp(argv[1], "noop") == 0)
         return 0;
-    fprintf(stderr, "usage: probe drop MB | idle LIVE_MB BURST_MB MAX_MS | conf KEY | noop\n");
+    fprintf(stderr, "usage: probe drop MB | idle|idle-child LIVE_MB BURST_MB MAX_MS | conf KEY | noop\n");
     return 2;
 }

@@ -149,6 +149,57 @@ Test(idle, no_background_thread_keeps_memory, .timeout = 120)
 }
 Test(idle, none_keeps_memory, .timeout = 120) { idle_case("purge:none,decay_ms:500", 500, false); }
 
+/* A fork child starts its own purger thread (the parent's did not survive the fork). */
+Test(idle, fork_child_gives_memory_back, .timeout = 120)
+{
+    probe_out_t o;
+    probe_ok(&o, "purge:dontneed,decay_ms:500", (const char *[]){ "idle-child", "256", "1024", "1500", NULL });
+    long reached = field(&o, "reached_ms");
+    cr_log_info("fork child, purge:dontneed,decay_ms:500: RSS back within 5%% of the live heap after %ld ms", reached);
+    cr_expect(reached >= 0 && reached <= 1000, "the fork child kept its burst (reached %ld ms, excess %ld kB)", reached,
+              field(&o, "final_kb"));
+}
+
+/* ---- the tide wrapper ---------------------------------------------------------------- */
+
+Test(wrapper, preloads_tide_with_settings_and_stats, .timeout = 30)
+{
+    int err[2];
+    cr_assert(pipe(err) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(err[1], 2);
+        close(err[0]);
+        setenv("TIDE_LIB", TIDE_LIB, 1);
+        unsetenv("TIDE_CONF");
+        execl(TIDE_WRAPPER, "tide", "-s", "-c", "purge:none,decay_ms:5", "--", PROBE_PATH, "conf", "decay_ms",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(err[1]);
+    char buf[8192];
+    read_all(err[0], buf, sizeof buf);
+    close(err[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d; stderr:\n%s", st, buf);
+    cr_expect(strstr(buf, "tide statistics") != NULL, "-s printed no statistics:\n%s", buf);
+}
+
+Test(wrapper, rejects_bad_usage, .timeout = 30)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        execl(TIDE_WRAPPER, "tide", "-x", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "tide -x exited with %d", st);
+}
+
 /* ---- TIDE_CONF ----------------------------------------------------------------------- */
 
 static const struct {
