@@ -12,9 +12,15 @@
 
 #include "os.h"
 #include "purge.h"
+#include "report.h"
 #include "size_class.h"
 
 pageheap_t pageheap;
+
+/* Where this thread last freed a large block: its next large block starts there when the
+ * run still fits, so a thread that frees and reallocates a buffer (and grows it) keeps
+ * reusing its own warm pages instead of meeting other threads' buffers. */
+static __thread uintptr_t large_hint __attribute__((tls_model("initial-exec")));
 
 #define META_CHUNK_PAGES 16 /* 64 KiB: 500 descriptors */
 #define SPAN_CANDIDATES 8   /* largest runs of each state a span search starts from */
@@ -290,6 +296,8 @@ int pageheap_init(void)
  * two descriptors.  Lock held. */
 static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
 {
+    if (unlikely(start < f->addr || start + (npages << LG_PAGE) > extent_end(f)))
+        report_fatal("tide", "internal error: a cut outside its free run at", (void *)start);
     tree_remove(f);
     /* The run's boundary entries must not survive inside the cut: clear them before the
      * pieces around it write theirs. */
@@ -410,10 +418,31 @@ static extent_t *take(size_t npages, size_t align)
     return carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), npages);
 }
 
+/* The free run this thread last freed a large block into, when it holds NPAGES pages
+ * aligned to ALIGN.  Lock held. */
+static extent_t *hinted_run(size_t npages, size_t align)
+{
+    uintptr_t hint = large_hint;
+    const range_t *r = hint ? region_range_of(hint) : NULL;
+    if (!r)
+        return NULL;
+    pm_entry_t entry = pm_read(r, hint);
+    extent_t *f = pm_desc(entry);
+    if (pm_tag(entry) != PM_TAG_FREE || f->addr != hint || f->state >= EXTENT_NFREE)
+        return NULL;
+    uintptr_t start = ALIGN_UP(f->addr, MAX(align, PAGE));
+    return start + (npages << LG_PAGE) <= extent_end(f) ? f : NULL;
+}
+
 extent_t *extent_alloc_large(size_t npages, size_t align)
 {
     lock_acquire(&pageheap.lock);
-    extent_t *e = take(npages, align);
+    extent_t *e = NULL, *f = desc_reserve(3) == 0 ? hinted_run(npages, align) : NULL;
+    large_hint = 0;
+    if (f)
+        e = carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), npages);
+    else
+        e = take(npages, align);
     if (e) {
         e->state = EXTENT_LARGE;
         int cls = sz_large_class_of_pages(npages);
@@ -462,8 +491,11 @@ void extent_free(extent_t *e)
         extent_clear_boundaries(e);
         pageheap.nlarge_free++;
     }
+    bool large = e->state == EXTENT_LARGE;
     pageheap.npages_active -= e->npages;
     insert_free(e, EXTENT_DIRTY, os_now_ns());
+    if (large)
+        large_hint = e->addr; /* the merged run's start */
     lock_release(&pageheap.lock);
     purge_after_free();
 }
@@ -545,17 +577,19 @@ out:
     return ok;
 }
 
-/* The free run that ends the last range (the "wilderness"), or NULL. */
-static extent_t *tail_run(void)
+/* The largest free run, whatever its state.  Lock held. */
+static extent_t *largest_run(void)
 {
-    const range_t *r = &region.ranges[region.nranges - 1];
-    uintptr_t end = ATOMIC_LOAD(&r->end);
-    pm_entry_t entry = pm_read(r, end - PAGE);
-    extent_t *f = pm_desc(entry);
-    if (pm_tag(entry) != PM_TAG_FREE || f->state >= EXTENT_NFREE || extent_end(f) != end)
-        return NULL;
-    return f;
+    extent_t *best = NULL;
+    for (unsigned s = 0; s < EXTENT_NFREE; s++) {
+        rb_node_t *n = rb_last(&pageheap.free[s]);
+        extent_t *e = n ? container_of(n, extent_t, rb) : NULL;
+        if (e && (!best || e->npages > best->npages))
+            best = e;
+    }
+    return best;
 }
+
 
 extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent)
 {
@@ -565,14 +599,26 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent)
     lock_acquire(&pageheap.lock);
     if (desc_reserve(3) != 0)
         goto out;
-    /* A run with room to double, else the range's tail (a block there may grow by
-     * extending the range), else any run that holds it. */
-    extent_t *f = best_fit(room);
-    if (!f && (!(f = tail_run()) || f->npages < need))
-        f = find_fit(need);
-    if (!f)
-        goto out;
-    uintptr_t start = f->addr + ((congruent - f->addr) & (HUGEPAGE - 1));
+    /* A block that had to leave its place is growing: put it in the middle of the largest
+     * free run, so that it and whatever grows before it both have room (worst fit, as
+     * address-space allocators place stacks).  Else any run that holds it. */
+    (void)room;
+    extent_t *f = largest_run();
+    uintptr_t start;
+    if (f && f->npages >= need) {
+        /* Starts in [lo, hi] keep the block inside the run; the slack in NEED makes that
+         * span at least 2 MiB wide, so it holds an address of every residue. */
+        uintptr_t lo = f->addr, hi = extent_end(f) - (npages << LG_PAGE);
+        start = ALIGN_DOWN(lo + (hi - lo) / 2, HUGEPAGE) + (congruent & (HUGEPAGE - 1));
+        if (start > hi)
+            start -= HUGEPAGE;
+        if (start < lo)
+            start += HUGEPAGE;
+    } else {
+        if (!(f = find_fit(need)))
+            goto out;
+        start = f->addr + ((congruent - f->addr) & (HUGEPAGE - 1));
+    }
     e = carve(f, start, npages);
     e->state = EXTENT_LARGE;
     e->cls = EXTENT_NO_CLASS;

@@ -376,8 +376,6 @@ TIDE_EXPORT void *tide_realloc(void *p, size_t size)
         void *q = remap_realloc(b.ext, usable);
         if (q)
             return q;
-        if (usable > b.usable)
-            remap_count_copy();
     } else if (b.ext->state == EXTENT_SLAB && size < b.usable && size > b.usable / 2) {
         return p; /* a small shrink: not worth a copy */
     }

@@ -6,8 +6,11 @@
  * keeps tide's range within 1 + 2 * remap_max VMAs; a move that would exceed it copies. */
 #include "remap.h"
 
+#include <string.h>
+
 #include "conf.h"
 #include "os.h"
+#include "size_classes.h"
 
 static uint64_t remap_moves, remap_heals, remap_copies, remap_in_place; /* atomic */
 static uint64_t remap_live;   /* moved blocks not yet healed (atomic) */
@@ -92,6 +95,20 @@ fail:
     return NULL;
 }
 
+/* Copy large block E into a new block of USABLE bytes placed where it has room to keep
+ * growing (as a move would be), and free E.  NULL when memory is exhausted. */
+static void *relocate_by_copy(extent_t *e, size_t usable)
+{
+    extent_t *t = extent_alloc_move_target(usable >> LG_PAGE, e->addr);
+    if (!t)
+        return NULL;
+    memcpy((void *)t->addr, (const void *)e->addr, extent_size(e));
+    remap_before_free(e);
+    extent_free(e);
+    ATOMIC_ADD(&remap_copies, 1);
+    return (void *)t->addr;
+}
+
 void *remap_realloc(extent_t *e, size_t usable)
 {
     size_t npages = usable >> LG_PAGE;
@@ -106,14 +123,15 @@ void *remap_realloc(extent_t *e, size_t usable)
         ATOMIC_ADD(&remap_in_place, 1);
         return (void *)e->addr;
     }
+    if (npages < e->npages || usable <= SC_CACHED_MAX)
+        return NULL; /* the caller copies through malloc: the new block has a size class */
     /* In a fork child a heal could not merge back into the inherited VMA: copy there. */
-    if (npages < e->npages || extent_size(e) < (size_t)ATOMIC_LOAD(&conf.remap_threshold) ||
-        !ATOMIC_LOAD(&conf.remap) || region.inherited || !os_has_dontunmap())
-        return NULL;
-    return remap_move(e, npages);
+    void *q = NULL;
+    if (extent_size(e) >= (size_t)ATOMIC_LOAD(&conf.remap_threshold) && ATOMIC_LOAD(&conf.remap) &&
+        !region.inherited && os_has_dontunmap())
+        q = remap_move(e, npages);
+    return q ? q : relocate_by_copy(e, usable);
 }
-
-void remap_count_copy(void) { ATOMIC_ADD(&remap_copies, 1); }
 
 void remap_stats(remap_stats_t *out)
 {

@@ -15,14 +15,13 @@
 
 #include "extent.h"
 
-/* Resize large block E to USABLE bytes (a page multiple >= 16 KiB) without copying:
- * in place, or by moving its pages.  Returns the block's address, or NULL when the
- * caller must allocate, copy and free. */
+/* Resize large block E to USABLE bytes (a page multiple >= 16 KiB): in place, else by
+ * moving its pages, else by copying it to a place where it has room to keep growing.
+ * Returns the block's address (E is then stale if it moved), or NULL when the caller
+ * must allocate, copy and free (small sizes) or memory is exhausted. */
 void *remap_realloc(extent_t *e, size_t usable);
 /* E is about to be freed: heal the VMAs of its moved part. */
 void remap_before_free(extent_t *e);
-/* A large realloc had to copy. */
-void remap_count_copy(void);
 
 typedef struct remap_stats_s {
     uint64_t moves, heals, copies, in_place, live;

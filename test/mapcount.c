@@ -169,8 +169,16 @@ static void reallocs(int rounds, unsigned long *moves, unsigned long *copies)
     tide_stats_t s0 = stats();
     for (int i = 0; i < rounds; i++) {
         size_t n = (size_t)(1 + i % 4) * MiB;
+        /* A block with a live neighbour right after it, so that it cannot grow in place
+         * (other pairs are kept live as fillers). */
         char *a = malloc(n), *b = malloc(n);
-        CHECK(a && b, "malloc for realloc");
+        for (int tries = 0; a && b && b != a + n && tries < 32; tries++) {
+            keep(a, n);
+            keep(b, n);
+            a = malloc(n);
+            b = malloc(n);
+        }
+        CHECK(a && b && b == a + n, "malloc for a blocked realloc");
         if (!a || !b)
             return;
         sparse(a, n, a, 0);
