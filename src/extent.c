@@ -594,7 +594,7 @@ static extent_t *largest_run(void)
 extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent)
 {
     size_t slack = HUGEPAGE >> LG_PAGE;
-    size_t need = npages + slack, room = 2 * npages + slack;
+    size_t need = npages + slack;
     extent_t *e = NULL;
     lock_acquire(&pageheap.lock);
     if (desc_reserve(3) != 0)
@@ -602,7 +602,6 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent)
     /* A block that had to leave its place is growing: put it in the middle of the largest
      * free run, so that it and whatever grows before it both have room (worst fit, as
      * address-space allocators place stacks).  Else any run that holds it. */
-    (void)room;
     extent_t *f = largest_run();
     uintptr_t start;
     if (f && f->npages >= need) {

@@ -85,8 +85,8 @@ void extent_free(extent_t *e);
  * not free. */
 bool extent_resize(extent_t *e, size_t npages);
 /* A place for a block of NPAGES pages that has to move: at an address congruent to
- * CONGRUENT modulo 2 MiB, with free room after it to keep growing (the range's tail
- * when it can).  Returned as a large block of no class, its boundary entries written. */
+ * CONGRUENT modulo 2 MiB, in the middle of the largest free run so that it has room to
+ * keep growing.  Returned as a large block of no class, its boundary entries written. */
 extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent);
 /* After the pages of OLD were moved to TARGET: OLD's place becomes clean free space and
  * TARGET the live block. */

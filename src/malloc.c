@@ -372,7 +372,7 @@ TIDE_EXPORT void *tide_realloc(void *p, size_t size)
     if (usable == b.usable)
         return p;
     if (b.ext->state == EXTENT_LARGE && usable >= sc_size[SC_NSMALL]) {
-        /* Page runs both: in place, or by moving pages. */
+        /* Page runs both: in place, else by moving pages, else by a copy to a roomy place. */
         void *q = remap_realloc(b.ext, usable);
         if (q)
             return q;
