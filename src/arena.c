@@ -179,6 +179,21 @@ void arena_flush(void **objs, unsigned n, unsigned cls, const char *caller)
     }
 }
 
+void arena_flush_list(void *head, unsigned cls, const char *caller)
+{
+    void *objs[256];
+    unsigned n = 0;
+    for (void **p = head; p;) {
+        void **next = *p;
+        objs[n++] = p;
+        p = next;
+        if (n == ARRAY_SIZE(objs) || !p) {
+            arena_flush(objs, n, cls, caller);
+            n = 0;
+        }
+    }
+}
+
 void arenas_lock_all(void)
 {
     for (unsigned i = 0; i < narenas; i++)

@@ -38,6 +38,8 @@ void arena_release(unsigned ind);
 unsigned arena_fill(unsigned arena, unsigned cls, void **head, unsigned n);
 /* Return N small regions of class CLS (from any arenas) to their slabs. */
 void arena_flush(void **objs, unsigned n, unsigned cls, const char *caller);
+/* The same for a list of them linked through their first word. */
+void arena_flush_list(void *head, unsigned cls, const char *caller);
 /* Whether small region P (of a live slab) is free in its slab: a double free. */
 bool arena_region_is_free(extent_t *slab, uintptr_t p);
 

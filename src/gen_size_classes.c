@@ -97,11 +97,13 @@ int main(void)
     }
     printf("\n};\n\n");
 
-    /* Thread-cache capacity: about two slabs' worth of small regions, between 20 and 200,
-     * and at most 128 KiB a class; a few extents of each large class. */
-    printf("/* thread-cache capacity of each class */\nstatic const uint16_t sc_tcache_max[SC_NCACHED] = {");
+    /* Thread-cache capacity.  A class starts with about two slabs' worth of small regions
+     * (20 to 200, at most 128 KiB) and grows on demand, each time the cache runs dry, up
+     * to 128 KiB of regions (at most 1024); large classes hold a few extents and do not
+     * grow. */
+    unsigned cap_init[64], cap_limit[64];
     for (unsigned i = 0; i < nsizes; i++) {
-        unsigned m;
+        unsigned m, lim;
         if (i < nsmall) {
             m = 2 * nregs[i];
             m = m < 20 ? 20 : m > 200 ? 200 : m;
@@ -109,12 +111,23 @@ int main(void)
                 m = 128 * 1024 / sizes[i];
             if (m < 4)
                 m = 4;
+            lim = 128 * 1024 / sizes[i];
+            lim = lim > 1024 ? 1024 : lim < m ? m : lim;
         } else {
             m = 128 * 1024 / sizes[i];
             m = m < 2 ? 2 : m > 8 ? 8 : m;
+            lim = m;
         }
-        printf("%s%u,", i % 12 ? " " : "\n    ", m);
+        cap_init[i] = m;
+        cap_limit[i] = lim;
     }
+    printf("/* thread-cache capacity of each class: at start, and at most */\n");
+    printf("static const uint16_t sc_tcache_init[SC_NCACHED] = {");
+    for (unsigned i = 0; i < nsizes; i++)
+        printf("%s%u,", i % 12 ? " " : "\n    ", cap_init[i]);
+    printf("\n};\nstatic const uint16_t sc_tcache_max[SC_NCACHED] = {");
+    for (unsigned i = 0; i < nsizes; i++)
+        printf("%s%u,", i % 12 ? " " : "\n    ", cap_limit[i]);
     printf("\n};\n\n");
 
     printf("/* class of a request of up to SC_LOOKUP_MAX bytes, indexed by (size + 15) >> 4 */\n");

@@ -10,6 +10,7 @@ src_libtide_la_SOURCES = \
 	src/purge.h src/purge.c \
 	src/arena.h src/arena.c \
 	src/tcache.h src/tcache.c \
+	src/transfer.h src/transfer.c \
 	src/remap.h src/remap.c \
 	src/conf.h src/conf.c \
 	src/stats.h src/stats.c \

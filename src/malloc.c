@@ -24,6 +24,7 @@
 #include "size_class.h"
 #include "stats.h"
 #include "tcache.h"
+#include "transfer.h"
 
 /* ---- start-up ------------------------------------------------------------------------ */
 
@@ -83,6 +84,7 @@ static void tide_prefork(void)
 {
     lock_acquire(&tide_init_lock);
     purge_prefork();
+    transfer_lock_all();
     arenas_lock_all();
     lock_acquire(&pageheap.lock);
 }
@@ -91,6 +93,7 @@ static void tide_postfork_parent(void)
 {
     lock_release(&pageheap.lock);
     arenas_unlock_all();
+    transfer_unlock_all();
     purge_postfork_parent();
     lock_release(&tide_init_lock);
 }
@@ -100,6 +103,7 @@ static void tide_postfork_child(void)
     region.inherited = true;
     lock_init(&pageheap.lock);
     arenas_reinit_locks();
+    transfer_reinit_locks();
     purge_postfork_child();
     os_postfork_child();
     lock_init(&tide_init_lock);
@@ -443,6 +447,7 @@ TIDE_EXPORT int tide_malloc_trim(size_t pad)
     if (!tide_ensure())
         return 0;
     tcache_flush_self();
+    transfer_drain();
     return purge_all() > 0;
 }
 
@@ -451,6 +456,7 @@ TIDE_EXPORT size_t tide_purge(void)
     if (!tide_ensure())
         return 0;
     tcache_flush_self();
+    transfer_drain();
     return purge_all();
 }
 

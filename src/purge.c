@@ -15,6 +15,7 @@
 #include "conf.h"
 #include "extent.h"
 #include "os.h"
+#include "transfer.h"
 
 #define PURGE_BATCH 64              /* runs per process_madvise call */
 #define PURGE_BATCH_PAGES (64 << 8) /* 64 MiB a round: bounds a round's latency */
@@ -127,6 +128,7 @@ static void *bg_main(void *arg)
         uint64_t due = ATOMIC_LOAD(&purge_next_ns);
         if (due <= now) {
             pthread_mutex_unlock(&bg_mutex);
+            transfer_drain_idle();
             purge_run(now - MIN(now, (uint64_t)decay * 1000000u), policy, true, false);
             pthread_mutex_lock(&bg_mutex);
             continue;

@@ -10,6 +10,7 @@
 #include "os.h"
 #include "report.h"
 #include "size_class.h"
+#include "transfer.h"
 
 __thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
 uintptr_t tcache_key;
@@ -52,35 +53,33 @@ static void free_direct(void *p, unsigned cls)
 
 /* ---- flushing --------------------------------------------------------------------- */
 
-/* Keep the KEEP most recently freed objects of CLS, give the rest back. */
+/* Keep the KEEP most recently freed objects of CLS, give the rest back: as one batch to
+ * the transfer cache when it has room, else to their slabs. */
 static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
 {
-    void **cut = NULL, **p = tc->head[cls];
-    for (unsigned i = 0; i < keep && p; i++) {
-        cut = p;
-        p = *p;
+    unsigned count = (unsigned)(tc->cap[cls] - tc->avail[cls]);
+    void **cut = NULL, **rest = tc->head[cls];
+    for (unsigned i = 0; i < keep && rest; i++) {
+        cut = rest;
+        rest = *rest;
     }
     if (cut)
         *cut = NULL;
     else
         tc->head[cls] = NULL;
-    void *objs[256];
-    unsigned n = 0;
-    while (p) {
-        void **next = *p;
-        objs[n++] = p;
-        p = next;
-        if (n == ARRAY_SIZE(objs) || !p) {
-            if (cls < SC_NSMALL) {
-                arena_flush(objs, n, cls, "free");
-            } else {
-                for (unsigned i = 0; i < n; i++)
-                    extent_free(extent_of_block((uintptr_t)objs[i]));
-            }
-            n = 0;
-        }
+    tc->avail[cls] = (uint16_t)(tc->cap[cls] - MIN(keep, count));
+    if (!rest)
+        return;
+    if (cls < SC_NSMALL) {
+        if (!transfer_push(cls, rest, count - keep))
+            arena_flush_list(rest, cls, "free");
+        return;
     }
-    tc->avail[cls] = (uint16_t)(sc_tcache_max[cls] - keep);
+    for (void **p = rest; p;) {
+        void **next = *p;
+        extent_free(extent_of_block((uintptr_t)p));
+        p = next;
+    }
 }
 
 static void tcache_flush_all(tcache_t *tc)
@@ -129,7 +128,7 @@ static void tcache_init(tcache_t *tc)
         return;
     }
     for (unsigned c = 0; c < SC_NCACHED; c++)
-        tc->avail[c] = sc_tcache_max[c];
+        tc->cap[c] = tc->avail[c] = sc_tcache_init[c];
     ATOMIC_ADD(&tcache_nthreads, 1);
     tc->state = TCACHE_ACTIVE;
 }
@@ -152,14 +151,19 @@ void *tcache_alloc_slow(unsigned cls)
     }
     if (cls >= SC_NSMALL)
         return alloc_direct(cls);
-    unsigned want = MAX(sc_tcache_max[cls] / 2u, 1u);
+    /* Dry: a class used in bursts gets a bigger cache (slow start, as tcmalloc's lists). */
+    unsigned cap = MIN((unsigned)tc->cap[cls] + tc->cap[cls] / 2u, (unsigned)sc_tcache_max[cls]);
     void *head;
-    unsigned got = arena_fill(tc->arena, cls, &head, want);
-    if (!got)
-        return NULL;
+    unsigned got = transfer_pop(cls, &head);
+    if (got)
+        cap = MAX(cap, got);
+    else if (!(got = arena_fill(tc->arena, cls, &head, MAX(sc_tcache_init[cls] / 2u, 1u))))
+        return NULL; /* (a bigger cache holds more, but a refill from slabs stays small) */
     p = head;
     tc->head[cls] = *p;
-    tc->avail[cls] = (uint16_t)(tc->avail[cls] - (got - 1));
+    tc->cap[cls] = (uint16_t)cap;
+    tc->avail[cls] = (uint16_t)(cap - (got - 1));
+    p[1] = NULL; /* a batch from another cache still carries the freed mark */
     return p;
 }
 
@@ -172,7 +176,7 @@ void tcache_check_not_freed(void *p, unsigned cls, const char *func)
     if (cls < SC_NSMALL) {
         const range_t *r = region_range_of((uintptr_t)p);
         extent_t *slab = pm_desc(pm_read(r, (uintptr_t)p));
-        if (arena_region_is_free(slab, (uintptr_t)p))
+        if (arena_region_is_free(slab, (uintptr_t)p) || transfer_holds(cls, p))
             report_double_free(func, p);
     }
 }
@@ -188,8 +192,10 @@ void tcache_free_slow(void *p, unsigned cls)
         free_direct(p, cls);
         return;
     }
+    /* Full: keep only the few most recent (warm) objects, so that the cut is found by
+     * walking a handful of nodes and the batch given away is big. */
     if (tc->avail[cls] == 0)
-        tcache_flush(tc, cls, sc_tcache_max[cls] / 2u);
+        tcache_flush(tc, cls, MIN(tc->cap[cls] / 4u, 8u));
     void **obj = p;
     obj[0] = tc->head[cls];
     obj[1] = (void *)tcache_key;

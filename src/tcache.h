@@ -2,8 +2,10 @@
  *
  * Each thread keeps, per size class, a singly linked list of free objects threaded
  * through their first word, and a count of the room left.  malloc pops and free
- * pushes with no lock and no system call; a miss refills half a cache from the
- * thread's arena, a full cache flushes its colder half.  A freed object's second
+ * pushes with no lock and no system call; a miss grows the class's capacity (up to
+ * 128 KiB of objects) and refills half of it, from a transfer cache when another thread
+ * has left a batch there, else from the thread's arena; a full cache hands its colder
+ * half to the transfer cache in one piece.  A freed object's second
  * word holds a per-process key, so that a double free is noticed at once in the
  * common case (as glibc's tcache does). */
 #ifndef TIDE_TCACHE_H
@@ -23,7 +25,8 @@ enum {
 
 typedef struct tcache_s {
     void *head[SC_NCACHED];
-    uint16_t avail[SC_NCACHED]; /* room left; 0 also while not ACTIVE */
+    uint16_t avail[SC_NCACHED]; /* room left (cap - count); 0 also while not ACTIVE */
+    uint16_t cap[SC_NCACHED];   /* capacity: grows each time the class runs dry */
     uint16_t arena;
     uint8_t state;
 } tcache_t;
