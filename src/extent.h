@@ -84,10 +84,11 @@ void extent_free(extent_t *e);
 /* Grow or shrink large block E in place to NPAGES; false when the pages after it are
  * not free. */
 bool extent_resize(extent_t *e, size_t npages);
-/* A place for a block of NPAGES pages that has to move: at an address congruent to
- * CONGRUENT modulo 2 MiB, in the middle of the largest free run so that it has room to
- * keep growing.  Returned as a large block of no class, its boundary entries written. */
-extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent);
+/* A place for a block of NPAGES pages that has to move: at the start of a free run with
+ * room to double it, so that it can keep growing in place, at an address congruent to
+ * CONGRUENT modulo 2 MiB (mremap moves such pages fastest) unless ANY_ADDRESS (a copy).
+ * Returned as a large block of no class, its boundary entries written. */
+extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_address);
 /* After the pages of OLD were moved to TARGET: OLD's place becomes clean free space and
  * TARGET the live block. */
 void extent_finish_move(extent_t *old, extent_t *target);

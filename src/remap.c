@@ -68,7 +68,7 @@ static void *remap_move(extent_t *e, size_t npages)
     unsigned pieces = e->moved_pieces ? e->moved_pieces + (e->moved_len < old_bytes) : 1;
     if (pieces > 250 || !budget_take(pieces + 1u, block_cost(e)))
         return NULL;
-    extent_t *t = extent_alloc_move_target(npages, e->addr);
+    extent_t *t = extent_alloc_move_target(npages, e->addr, false);
     if (!t)
         goto fail;
     if (os_move(e->addr, old_bytes, t->addr) != 0) {
@@ -99,7 +99,7 @@ fail:
  * growing (as a move would be), and free E.  NULL when memory is exhausted. */
 static void *relocate_by_copy(extent_t *e, size_t usable)
 {
-    extent_t *t = extent_alloc_move_target(usable >> LG_PAGE, e->addr);
+    extent_t *t = extent_alloc_move_target(usable >> LG_PAGE, 0, true);
     if (!t)
         return NULL;
     memcpy((void *)t->addr, (const void *)e->addr, extent_size(e));
