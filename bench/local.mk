@@ -2,7 +2,8 @@
 # The programs never link libtide: run.py picks the allocator of each run with LD_PRELOAD,
 # so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.
 
-bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath
+bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath \
+	bench/realloc
 noinst_PROGRAMS += $(bench_programs)
 
 # -O2 even if the user's CFLAGS lack it (theirs still come last and win).
@@ -25,6 +26,10 @@ bench_prodcons_LDADD = $(bench_ldadd)
 bench_mixed_SOURCES = bench/mixed.c bench/bench.h $(bench_probe)
 bench_mixed_CFLAGS = $(bench_cflags)
 bench_mixed_LDADD = $(bench_ldadd)
+
+bench_realloc_SOURCES = bench/realloc.c bench/bench.h $(bench_probe)
+bench_realloc_CFLAGS = $(bench_cflags)
+bench_realloc_LDADD = $(bench_ldadd)
 
 bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
 bench_fastpath_CFLAGS = $(bench_cflags)
