@@ -40,7 +40,8 @@ bench_fastpath_CFLAGS = $(bench_cflags)
 
 # `make bench`: build the library and the programs, then run the comparison (bench/run.py).
 #   QUICK=1           smoke run, about a minute (see bench/README.md for what it drops)
-#   ONLY=ebizzy|micro or configuration/benchmark names, comma-separated (e.g. ONLY=s5M-t2)
+#   ONLY=ebizzy|micro|realloc|idle or configuration/benchmark names, comma-separated
+#                     (e.g. ONLY=s5M-t2,realloc-step)
 #   ALLOCS=glibc,tide the allocators to run (glibc, jemalloc, tcmalloc, mimalloc, tide)
 #   RUNS=5            runs per allocator and configuration (default 3; QUICK: 1)
 #   DURATION=5        seconds per ebizzy run (default 1)
