@@ -56,15 +56,18 @@ RETRY_PAUSE_S = 10
 
 
 class EbizzyConfig:
-    def __init__(self, name, args, quick, purge_row=False):
+    def __init__(self, name, args, quick, purge_row=False, small=False):
         self.name, self.args, self.quick, self.purge_row = name, args, quick, purge_row
+        # Chunks of 512 KiB: reused before any decay and below THP's 2 MiB, so tide runs
+        # them under the short [ebizzy-small-chunks] list of bench/tide-confs.
+        self.small = small
 
 
 EBIZZY_CONFIGS = [
     EbizzyConfig("s5M-t2", S5M_T2, quick=True),
-    EbizzyConfig("defaults", [], quick=False),
-    EbizzyConfig("R", ["-R"], quick=False),
-    EbizzyConfig("random", ["--random=1"], quick=False),
+    EbizzyConfig("defaults", [], quick=False, small=True),
+    EbizzyConfig("R", ["-R"], quick=False, small=True),
+    EbizzyConfig("random", ["--random=1"], quick=False, small=True),
     EbizzyConfig("realloc", ["--realloc=65536"] + S5M_T2, quick=True),
     EbizzyConfig("purge-every-free", S5M_T2, quick=True, purge_row=True),
     # Above 8 MiB, default jemalloc purges a freed block at once.
@@ -218,16 +221,18 @@ def tide_variant(lib, conf):
 
 
 def build_variants(args, notes):
-    """Returns the variants of each part of the run: {"main": every ebizzy configuration,
-    "purge": the purge-every-free row, "micro": the microbenchmarks, "realloc", "idle"}.
-    The peers (glibc, jemalloc, tcmalloc, mimalloc) are in every list but "purge", which
-    has them told to purge on every free; the tide configurations come from the sections
-    of bench/tide-confs ([micro], [realloc] and [idle] default to [all] when absent).
-    --tide-confs replaces the [all] and [micro] lists."""
+    """Returns the variants of each part of the run: {"main": the ebizzy configurations,
+    "small": ebizzy's 512 KiB-chunk configurations, "purge": the purge-every-free row,
+    "micro": the microbenchmarks, "realloc", "idle"}.  The peers (glibc, jemalloc,
+    tcmalloc, mimalloc) are in every list but "purge", which has them told to purge on
+    every free; the tide configurations come from the sections of bench/tide-confs
+    (those but [all] and [purge-every-free] default to [all] when absent).  --tide-confs
+    replaces the [all], [ebizzy-small-chunks] and [micro] lists."""
     wanted = set(args.allocs or FAMILIES)
     confs = read_tide_confs(os.path.join(args.srcdir, "bench", "tide-confs"))
     all_confs = args.tide_confs.split() if args.tide_confs else confs.get("all", ["default"])
     micro_confs = all_confs if args.tide_confs else confs.get("micro", all_confs)
+    small_confs = all_confs if args.tide_confs else confs.get("ebizzy-small-chunks", all_confs)
     if args.quick and not args.tide_confs:
         quick = [c for c in all_confs if c in ("default", "purge:free")] or all_confs[:1]
         micro_confs = [c for c in micro_confs if c in quick] or micro_confs[:1]
@@ -247,13 +252,14 @@ def build_variants(args, notes):
             continue
         peers.append(Variant(name, name, lib))
         purge.append(Variant(f"{name} (purge)", name, lib, PURGE_EVERY_FREE[name]))
-    out = {"main": list(peers), "purge": purge, "micro": list(peers),
+    out = {"main": list(peers), "small": list(peers), "purge": purge, "micro": list(peers),
            "realloc": list(peers), "idle": list(peers)}
     if "tide" in wanted:
         lib = os.path.join(args.builddir, "src", ".libs", "libtide.so")
         if not os.path.exists(lib):
             sys.exit(f"run.py: {lib} is missing: build the library first (make)")
         out["main"] += [tide_variant(lib, c) for c in all_confs]
+        out["small"] += [tide_variant(lib, c) for c in small_confs]
         out["purge"] += [tide_variant(lib, c) for c in confs.get("purge-every-free", [])]
         out["micro"] += [tide_variant(lib, c) for c in micro_confs]
         out["realloc"] += [tide_variant(lib, c) for c in confs.get("realloc", all_confs)]
@@ -1046,7 +1052,8 @@ def main():
     if not variants["main"]:
         sys.exit("run.py: no allocator left to run")
 
-    configs = [(c, variants["purge"] if c.purge_row else variants["main"])
+    configs = [(c, variants["purge"] if c.purge_row else
+                variants["small"] if c.small else variants["main"])
                for c in EBIZZY_CONFIGS
                if selected(args, "ebizzy", c.name) and (c.quick or not args.quick)]
     configs = [(c, vs) for c, vs in configs if vs]
