@@ -142,8 +142,8 @@ def parse_args():
                    help="smoke run: 1 run each; ebizzy only s5M-t2, realloc and "
                         "purge-every-free; microbenchmarks at 25%% of their work; realloc "
                         "growth to 256 MiB (pair: 64 MiB); idle with a 256 MiB burst and "
-                        "1.5 s idle; tide configurations 'default' and 'purge:free' only of "
-                        "the [all] list (unless --tide-confs)")
+                        "1.5 s idle; tide configurations 'default', 'purge:none' and "
+                        "'purge:free' only of the [all] list (unless --tide-confs)")
     p.add_argument("--only", default="",
                    help="comma list of: ebizzy, micro, realloc, idle, or "
                         "configuration/benchmark names")
@@ -234,7 +234,9 @@ def build_variants(args, notes):
     micro_confs = all_confs if args.tide_confs else confs.get("micro", all_confs)
     small_confs = all_confs if args.tide_confs else confs.get("ebizzy-small-chunks", all_confs)
     if args.quick and not args.tide_confs:
-        quick = [c for c in all_confs if c in ("default", "purge:free")] or all_confs[:1]
+        # purge:none too: the ebizzy targets compare tide with it.
+        quick = ([c for c in all_confs if c in ("default", "purge:none", "purge:free")]
+                 or all_confs[:1])
         micro_confs = [c for c in micro_confs if c in quick] or micro_confs[:1]
         all_confs = quick
 
