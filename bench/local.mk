@@ -2,7 +2,8 @@
 # The programs never link libtide: run.py picks the allocator of each run with LD_PRELOAD,
 # so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.
 
-bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath
+bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath \
+	bench/realloc bench/idle
 noinst_PROGRAMS += $(bench_programs)
 
 # -O2 even if the user's CFLAGS lack it (theirs still come last and win).
@@ -26,12 +27,21 @@ bench_mixed_SOURCES = bench/mixed.c bench/bench.h $(bench_probe)
 bench_mixed_CFLAGS = $(bench_cflags)
 bench_mixed_LDADD = $(bench_ldadd)
 
+bench_realloc_SOURCES = bench/realloc.c bench/bench.h $(bench_probe)
+bench_realloc_CFLAGS = $(bench_cflags)
+bench_realloc_LDADD = $(bench_ldadd)
+
+bench_idle_SOURCES = bench/idle.c bench/bench.h $(bench_probe) bench/rng.h
+bench_idle_CFLAGS = $(bench_cflags)
+bench_idle_LDADD = $(bench_ldadd)
+
 bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
 bench_fastpath_CFLAGS = $(bench_cflags)
 
 # `make bench`: build the library and the programs, then run the comparison (bench/run.py).
 #   QUICK=1           smoke run, about a minute (see bench/README.md for what it drops)
-#   ONLY=ebizzy|micro or configuration/benchmark names, comma-separated (e.g. ONLY=s5M-t2)
+#   ONLY=ebizzy|micro|realloc|idle or configuration/benchmark names, comma-separated
+#                     (e.g. ONLY=s5M-t2,realloc-step)
 #   ALLOCS=glibc,tide the allocators to run (glibc, jemalloc, tcmalloc, mimalloc, tide)
 #   RUNS=5            runs per allocator and configuration (default 3; QUICK: 1)
 #   DURATION=5        seconds per ebizzy run (default 1)

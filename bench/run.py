@@ -56,15 +56,18 @@ RETRY_PAUSE_S = 10
 
 
 class EbizzyConfig:
-    def __init__(self, name, args, quick, purge_row=False):
+    def __init__(self, name, args, quick, purge_row=False, small=False):
         self.name, self.args, self.quick, self.purge_row = name, args, quick, purge_row
+        # Chunks of 512 KiB: reused before any decay and below THP's 2 MiB, so tide runs
+        # them under the short [ebizzy-small-chunks] list of bench/tide-confs.
+        self.small = small
 
 
 EBIZZY_CONFIGS = [
     EbizzyConfig("s5M-t2", S5M_T2, quick=True),
-    EbizzyConfig("defaults", [], quick=False),
-    EbizzyConfig("R", ["-R"], quick=False),
-    EbizzyConfig("random", ["--random=1"], quick=False),
+    EbizzyConfig("defaults", [], quick=False, small=True),
+    EbizzyConfig("R", ["-R"], quick=False, small=True),
+    EbizzyConfig("random", ["--random=1"], quick=False, small=True),
     EbizzyConfig("realloc", ["--realloc=65536"] + S5M_T2, quick=True),
     EbizzyConfig("purge-every-free", S5M_T2, quick=True, purge_row=True),
     # Above 8 MiB, default jemalloc purges a freed block at once.
@@ -85,6 +88,30 @@ MICRO_BENCHES = [
     MicroBench("mixed-2t", ["mixed", "-t", "2"], "elapsed_s"),
 ]
 FASTPATH_K = (100000, 200000)
+
+
+class ReallocMode:
+    def __init__(self, name, argv, quick_argv):
+        self.name, self.argv, self.quick_argv = name, argv, quick_argv
+
+
+# One block 1 MiB -> 1 GiB, doubling or in 64 KiB steps; and two blocks in each other's
+# way, grown alternately to 256 MiB each (the move path and its copy fallback).
+REALLOC_MODES = [
+    ReallocMode("double", ["--mode=double"], ["--max=256m"]),
+    ReallocMode("step", ["--mode=step", "--step=65536"], ["--max=256m"]),
+    ReallocMode("pair", ["--mode=pair", "--step=65536"], ["--max=64m"]),
+]
+# An allocator that copies spends time in the square of the size (mimalloc takes over a
+# minute for the 64 KiB steps to 1 GiB): its run stops growing after this many seconds,
+# and its times become lower bounds (marked >=), which still decide "tide <= x * peer".
+REALLOC_TIME_LIMIT_S = 2
+REALLOC_REFS = ("glibc", "jemalloc", "mimalloc")  # the columns of ratios
+
+# bench/idle: 1 GiB burst freed, then an idle period of 2.5 x tide's default decay_ms.
+IDLE_ARGS = []
+IDLE_QUICK_ARGS = ["--idle-ms=1500", "--burst=256m"]
+IDLE_COLUMN_MS = (0, 500, 1000, 1500, 2000, 2500)  # the samples shown in the table
 
 
 class Variant:
@@ -113,10 +140,13 @@ def parse_args():
     p.add_argument("--results", help="output directory (default: BUILDDIR/bench/results)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 1 run each; ebizzy only s5M-t2, realloc and "
-                        "purge-every-free; microbenchmarks at 25%% of their work; tide "
-                        "configurations 'default' and 'purge:free' only (unless --tide-confs)")
+                        "purge-every-free; microbenchmarks at 25%% of their work; realloc "
+                        "growth to 256 MiB (pair: 64 MiB); idle with a 256 MiB burst and "
+                        "1.5 s idle; tide configurations 'default', 'purge:none' and "
+                        "'purge:free' only of the [all] list (unless --tide-confs)")
     p.add_argument("--only", default="",
-                   help="comma list of: ebizzy, micro, or configuration/benchmark names")
+                   help="comma list of: ebizzy, micro, realloc, idle, or "
+                        "configuration/benchmark names")
     p.add_argument("--allocs", default="", help="comma list of: " + ", ".join(FAMILIES))
     p.add_argument("--runs", type=int, help="runs per allocator and configuration (default 3)")
     p.add_argument("--seconds", type=int, help="ebizzy -S (default 1)")
@@ -134,8 +164,9 @@ def parse_args():
     if args.runs < 1 or args.seconds < 1:
         p.error("--runs and --seconds must be at least 1")
     args.only = [x for x in args.only.replace(" ", ",").split(",") if x]
-    known = (["ebizzy", "micro", "fastpath"] + [c.name for c in EBIZZY_CONFIGS]
-             + [b.name for b in MICRO_BENCHES])
+    known = (["ebizzy", "micro", "fastpath", "realloc", "idle"]
+             + [c.name for c in EBIZZY_CONFIGS] + [b.name for b in MICRO_BENCHES]
+             + ["realloc-" + m.name for m in REALLOC_MODES])
     for x in args.only:
         if x not in known:
             p.error(f"unknown --only item '{x}' (known: {', '.join(known)})")
@@ -190,17 +221,29 @@ def tide_variant(lib, conf):
 
 
 def build_variants(args, notes):
-    """Returns (the variants every benchmark runs, the purge-every-free row's variants)."""
+    """Returns the variants of each part of the run: {"main": the ebizzy configurations,
+    "small": ebizzy's 512 KiB-chunk configurations, "purge": the purge-every-free row,
+    "micro": the microbenchmarks, "realloc", "idle"}.  The peers (glibc, jemalloc,
+    tcmalloc, mimalloc) are in every list but "purge", which has them told to purge on
+    every free; the tide configurations come from the sections of bench/tide-confs
+    (those but [all] and [purge-every-free] default to [all] when absent).  --tide-confs
+    replaces the [all], [ebizzy-small-chunks] and [micro] lists."""
     wanted = set(args.allocs or FAMILIES)
     confs = read_tide_confs(os.path.join(args.srcdir, "bench", "tide-confs"))
     all_confs = args.tide_confs.split() if args.tide_confs else confs.get("all", ["default"])
+    micro_confs = all_confs if args.tide_confs else confs.get("micro", all_confs)
+    small_confs = all_confs if args.tide_confs else confs.get("ebizzy-small-chunks", all_confs)
     if args.quick and not args.tide_confs:
-        all_confs = [c for c in all_confs if c in ("default", "purge:free")] or all_confs[:1]
+        # purge:none too: the ebizzy targets compare tide with it.
+        quick = ([c for c in all_confs if c in ("default", "purge:none", "purge:free")]
+                 or all_confs[:1])
+        micro_confs = [c for c in micro_confs if c in quick] or micro_confs[:1]
+        all_confs = quick
 
-    main, purge = [], []
+    peers, purge = [], []
     if "glibc" in wanted:
-        main.append(Variant("glibc", "glibc", None))
-        purge.append(main[0])  # the reference the ratios are taken against
+        peers.append(Variant("glibc", "glibc", None))
+        purge.append(peers[0])  # the reference the ratios are taken against
     for name, soname in PEERS:
         if name not in wanted:
             continue
@@ -209,15 +252,21 @@ def build_variants(args, notes):
             notes.append(f"{name} skipped: {soname} is not installed")
             print(f"note: {name} skipped: {soname} is not installed")
             continue
-        main.append(Variant(name, name, lib))
+        peers.append(Variant(name, name, lib))
         purge.append(Variant(f"{name} (purge)", name, lib, PURGE_EVERY_FREE[name]))
+    out = {"main": list(peers), "small": list(peers), "purge": purge, "micro": list(peers),
+           "realloc": list(peers), "idle": list(peers)}
     if "tide" in wanted:
         lib = os.path.join(args.builddir, "src", ".libs", "libtide.so")
         if not os.path.exists(lib):
             sys.exit(f"run.py: {lib} is missing: build the library first (make)")
-        main += [tide_variant(lib, c) for c in all_confs]
-        purge += [tide_variant(lib, c) for c in confs.get("purge-every-free", [])]
-    return main, purge
+        out["main"] += [tide_variant(lib, c) for c in all_confs]
+        out["small"] += [tide_variant(lib, c) for c in small_confs]
+        out["purge"] += [tide_variant(lib, c) for c in confs.get("purge-every-free", [])]
+        out["micro"] += [tide_variant(lib, c) for c in micro_confs]
+        out["realloc"] += [tide_variant(lib, c) for c in confs.get("realloc", all_confs)]
+        out["idle"] += [tide_variant(lib, c) for c in confs.get("idle", all_confs)]
+    return out
 
 
 def selected(args, group, name):
@@ -488,6 +537,140 @@ def run_fastpath(runner, variants, bindir):
     return rows
 
 
+REALLOC_KEYS = ("total_s", "realloc_s", "realloc_calls", "free_s", "peak_rss_kib",
+                "vmas_start", "vmas_peak", "vmas_after_free", "remap_moves", "remap_heals",
+                "remap_copies", "remap_in_place", "reached_bytes")
+
+
+def run_realloc(args, runner, modes, variants, bindir):
+    """bench/realloc per mode, the allocators interleaved round by round; medians."""
+    raw, summary = [], []
+    for m in modes:
+        argv = ([os.path.join(bindir, "realloc")] + m.argv + (m.quick_argv if args.quick else [])
+                + [f"--time-limit={REALLOC_TIME_LIMIT_S}"])
+        runs = {v.label: [] for v in variants}
+        for rnd in range(1, args.runs + 1):
+            for v in variants:
+                out = runner.run_timed(argv, v, f"realloc {m.name}", 300)
+                kv = parse_key_values(out) if out is not None else {}
+                res = None
+                if out is not None:
+                    try:
+                        res = {k: float(kv[k]) for k in REALLOC_KEYS if k in kv}
+                        res["complete"] = kv["complete"] == "1"
+                        res["vmas_scope"] = kv["vmas_scope"]
+                        missing = [k for k in REALLOC_KEYS[:8] if k not in res]
+                        if missing:
+                            raise KeyError(missing[0])
+                    except (KeyError, ValueError) as e:
+                        runner.fail(f"realloc {m.name}", v, f"bad output ({e})")
+                        res = None
+                if res:
+                    res["other_load"] = runner.other_load
+                    runs[v.label].append(res)
+                    runner.check_provider(v, kv.get("allocator"))
+                    raw.append(dict(res, mode=m.name, allocator=v.label, run=rnd,
+                                    provider=kv.get("allocator", "")))
+                shown = "failed"
+                if res:
+                    shown = (f"{res['total_s']:8.3f} s, {res['realloc_s']:8.4f} s in realloc"
+                             + ("" if res["complete"] else
+                                f" (stopped at {res['reached_bytes'] / 2**20:.0f} MiB)"))
+                runner.progress(f"realloc {m.name:<15} round {rnd}/{args.runs} {v.label:<28} "
+                                f"{shown}{load_text(runner.other_load)}")
+        for v in variants:
+            rs = runs[v.label]
+            row = {"mode": m.name, "allocator": v.label, "family": v.family,
+                   "env": v.env_text(), "runs": len(rs),
+                   "complete": bool(rs) and all(r["complete"] for r in rs),
+                   "vmas_scope": rs[0]["vmas_scope"] if rs else ""}
+            for k in REALLOC_KEYS + ("other_load",):
+                vals = [r[k] for r in rs if r.get(k) is not None]
+                row[k] = statistics.median(vals) if vals else None
+            if rs and not row["complete"]:
+                row["reached_bytes"] = min(r["reached_bytes"] for r in rs)
+            summary.append(row)
+        for r in summary:
+            if r["mode"] != m.name:
+                continue
+            for ref in REALLOC_REFS:
+                ref_row = next((x for x in summary if x["mode"] == m.name and
+                                x["allocator"] == ref), None)
+                for key in ("total_s", "realloc_s"):
+                    r[f"ratio_{key}_{ref}"] = bounded_ratio(r, ref_row, key)
+    return raw, summary
+
+
+def bounded_ratio(row, ref, key):
+    """(row[key] / ref[key], bound) where bound is "" (exact), "<=" (the reference stopped
+    at the time limit: its time is a lower bound, so the ratio is an upper bound) or ">="
+    (the row stopped); None when a figure is missing or both stopped."""
+    if not row or not ref or row.get(key) is None or not ref.get(key):
+        return None
+    if not row["complete"] and not ref["complete"]:
+        return None
+    bound = "" if ref["complete"] and row["complete"] else "<=" if row["complete"] else ">="
+    return (row[key] / ref[key], bound)
+
+
+IDLE_KEYS = ("burst_s", "free_s", "retouch_s", "rss_peak_kib", "nolazy_peak_kib",
+             "rss_idle_kib", "lazyfree_idle_kib", "nolazy_idle_kib", "peak_rss_kib")
+
+
+def parse_series(text):
+    """"ms:rss:nolazy,..." -> {ms: (rss_kib, nolazy_kib)}"""
+    out = {}
+    for item in text.split(","):
+        ms, rss, nolazy = (int(x) for x in item.split(":"))
+        out[ms] = (rss, nolazy)
+    return out
+
+
+def run_idle(args, runner, variants, bindir):
+    """bench/idle under each allocator, interleaved round by round; medians."""
+    raw, summary = [], []
+    argv = [os.path.join(bindir, "idle")] + (IDLE_QUICK_ARGS if args.quick else IDLE_ARGS)
+    runs = {v.label: [] for v in variants}
+    for rnd in range(1, args.runs + 1):
+        for v in variants:
+            out = runner.run_timed(argv, v, "idle", 300)
+            kv = parse_key_values(out) if out is not None else {}
+            res = None
+            if out is not None:
+                try:
+                    res = {k: float(kv[k]) for k in IDLE_KEYS}
+                    res["series"] = parse_series(kv["series"])
+                except (KeyError, ValueError) as e:
+                    runner.fail("idle", v, f"bad output ({e})")
+                    res = None
+            if res:
+                res["other_load"] = runner.other_load
+                res["policy"] = ",".join(f"{k}:{kv[f'tide_{k}']}" for k in
+                                         ("purge", "decay_ms", "thp") if f"tide_{k}" in kv)
+                runs[v.label].append(res)
+                runner.check_provider(v, kv.get("allocator"))
+                raw.append(dict({k: res[k] for k in IDLE_KEYS}, allocator=v.label, run=rnd,
+                                other_load=runner.other_load, series=kv["series"],
+                                provider=kv.get("allocator", "")))
+            shown = (f"RSS after idle {res['rss_idle_kib'] / 1024:7.1f} MiB, -LazyFree "
+                     f"{res['nolazy_idle_kib'] / 1024:7.1f} MiB, re-touch {res['retouch_s']:.3f} s"
+                     if res else "failed")
+            runner.progress(f"idle {'':<18} round {rnd}/{args.runs} {v.label:<28} {shown}"
+                            f"{load_text(runner.other_load)}")
+    for v in variants:
+        rs = runs[v.label]
+        row = {"allocator": v.label, "family": v.family, "env": v.env_text(), "runs": len(rs),
+               "policy": rs[0]["policy"] if rs else ""}
+        for k in IDLE_KEYS + ("other_load",):
+            row[k] = statistics.median(r[k] for r in rs) if rs else None
+        # The idle period's samples, median per instant over the runs.
+        times = sorted(set.intersection(*(set(r["series"]) for r in rs))) if rs else []
+        row["series"] = {ms: (statistics.median(r["series"][ms][0] for r in rs),
+                              statistics.median(r["series"][ms][1] for r in rs)) for ms in times}
+        summary.append(row)
+    return raw, summary
+
+
 def read_callgrind_total(path):
     try:
         with open(path) as f:
@@ -612,6 +795,201 @@ def micro_markdown(micro, fastpath):
     return "\n".join(out)
 
 
+def fmt_ratio(r):
+    if r is None:
+        return "–"
+    value, bound = r
+    # Two significant digits below 0.1: "0.0041x", not "0.00x".
+    text = f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
+    return {"": "", "<=": "≤", ">=": "≥"}[bound] + text + "x"
+
+
+def realloc_markdown(args, rows):
+    out = []
+    for m in REALLOC_MODES:
+        mrows = [r for r in rows if r["mode"] == m.name]
+        if not mrows:
+            continue
+        argv = m.argv + (m.quick_argv if args.quick else [])
+        out.append(f"#### `realloc {' '.join(argv)}`\n")
+        table = []
+        for r in mrows:
+            stopped = "" if r["complete"] else f" (stopped at {r['reached_bytes'] / 2**20:.0f} MiB)"
+            lb = "" if r["complete"] else "≥"
+            tide = r["family"] == "tide"
+            table.append(
+                [r["allocator"],
+                 lb + fmt(r["total_s"], ".3f") + stopped]
+                + [fmt_ratio(r.get(f"ratio_total_s_{ref}")) for ref in REALLOC_REFS]
+                + [lb + fmt(r["realloc_s"], ".4f")]
+                + [fmt_ratio(r.get(f"ratio_realloc_s_{ref}")) for ref in REALLOC_REFS]
+                + [fmt(r["realloc_calls"], ".0f"),
+                   " / ".join(fmt(r[k], ".0f") for k in ("remap_moves", "remap_copies",
+                                                         "remap_in_place")) if tide else "–",
+                   ("tide " if tide else "process ") +
+                   " / ".join(fmt(r[k], ".0f") for k in ("vmas_start", "vmas_peak",
+                                                         "vmas_after_free")),
+                   fmt(r["peak_rss_kib"] and r["peak_rss_kib"] / 1024, ".0f")])
+        out.append(md_table(
+            ["allocator", "total s"] + [f"vs {ref}" for ref in REALLOC_REFS]
+            + ["in realloc s"] + [f"vs {ref}" for ref in REALLOC_REFS]
+            + ["reallocs", "moves / copies / in place", "VMAs start / peak / after free",
+               "peak RSS MiB"], table))
+        out.append("")
+        out.append(load_line(mrows))
+    return "\n".join(out)
+
+
+def idle_markdown(args, rows, ebizzy_rows):
+    ebizzy = {r["allocator"]: r for r in ebizzy_rows if r["config"] == "s5M-t2"}
+    idle_ms = 1500 if args.quick else 2500
+    cols = [ms for ms in IDLE_COLUMN_MS if ms <= idle_ms]
+    # tide's rows first: the table is about its policies; the peers are context.
+    ordered = ([r for r in rows if r["family"] == "tide"] +
+               [r for r in rows if r["family"] != "tide"])
+    table = []
+    for r in ordered:
+        label = r["allocator"]
+        if r["family"] == "tide" and label == "tide" and r["policy"]:
+            label += f" (default: {r['policy']})"
+        e = ebizzy.get(r["allocator"])
+        series = " / ".join(fmt(r["series"].get(ms) and r["series"][ms][1] / 1024, ".0f")
+                            for ms in cols)
+        table.append([label, fmt(e and e["records_per_s"], ",.0f"),
+                      fmt(r["rss_peak_kib"] and r["rss_peak_kib"] / 1024, ".0f"),
+                      fmt(r["rss_idle_kib"] and r["rss_idle_kib"] / 1024, ".0f"),
+                      fmt(r["nolazy_idle_kib"] is not None and r["nolazy_idle_kib"] / 1024, ".0f"),
+                      fmt(r["retouch_s"], ".3f"), fmt(r["burst_s"], ".3f"), series])
+    col_s = " / ".join(f"{ms / 1000:g}" for ms in cols)
+    return "\n".join([md_table(
+        ["allocator", "ebizzy records/s", "RSS at burst peak MiB", "RSS after idle MiB",
+         "RSS−LazyFree after idle MiB", "re-touch s", "first touch s",
+         f"RSS−LazyFree MiB at {col_s} s of idle"], table), "", load_line(rows)])
+
+
+# ------------------------------------------------------------------------ targets ----
+
+def tide_conf_of(row):
+    """The TIDE_CONF of a tide row as a dict ({} for the default)."""
+    m = re.fullmatch(r"tide\[(.*)\]", row["allocator"])
+    return dict(kv.split(":", 1) for kv in m.group(1).split(",")) if m else {}
+
+
+def compute_targets(ebizzy, micro, fastpath, realloc):
+    """[(target, measured, verdict)] from the medians of this run: PASS, FAIL, or n/a
+    when a row is missing (or a bound cannot decide).  A verdict drawn from rows during
+    which other processes used NOISY of the CPUs or more says "(noisy)"."""
+    out = []
+
+    def check(target, value, ok, text, rows=()):
+        if value is None:
+            out.append((target, text or "row missing", "n/a"))
+            return
+        verdict = "PASS" if ok else "FAIL"
+        loads = [r["other_load"] for r in rows if r and r.get("other_load") is not None]
+        if loads and max(loads) >= NOISY:
+            text += f"; other load up to {max(loads):.0%}"
+            verdict += " (noisy)"
+        out.append((target, text, verdict))
+
+    def find(rows, **match):
+        return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+
+    # ebizzy -s 5242880 -t 2
+    s5 = [r for r in ebizzy if r["config"] == "s5M-t2" and r["records_per_s"]]
+    t, none = find(s5, allocator="tide"), find(s5, allocator="tide[purge:none]")
+    v = t and none and t["records_per_s"] / none["records_per_s"]
+    check("ebizzy -s 5242880 -t 2: tide ≥ 0.97 × tide[purge:none]", v, v and v >= 0.97,
+          v and f"{v:.3f}x ({t['records_per_s']:,.0f} / {none['records_per_s']:,.0f} records/s)",
+          (t, none))
+    peers = [r for r in s5 if not r["allocator"].startswith("tide")]
+    best = max(peers, key=lambda r: r["records_per_s"]) if peers else None
+    v = none and best and none["records_per_s"] / best["records_per_s"]
+    check("ebizzy -s 5242880 -t 2: tide[purge:none] ≥ best of glibc/jemalloc/tcmalloc/mimalloc",
+          v, v and v >= 1.0, v and f"{v:.3f}x of {best['allocator']} "
+          f"({none['records_per_s']:,.0f} / {best['records_per_s']:,.0f} records/s)",
+          [none] + peers)
+
+    # ebizzy, every allocator told to purge on every free
+    pef = [r for r in ebizzy if r["config"] == "purge-every-free" and r["records_per_s"]]
+    tide_pef = [(tide_conf_of(r), r) for r in pef if r["allocator"].startswith("tide[")]
+
+    def pef_rows(purge):
+        return {c.get("thp", "off"): r for c, r in tide_pef
+                if c.get("purge") == purge and c.get("decay_ms") == "0"}
+    dn, fr = pef_rows("dontneed"), pef_rows("free")
+    je = find(pef, allocator="jemalloc (purge)")
+    best_dn = max(dn.items(), key=lambda kv: kv[1]["records_per_s"]) if dn else None
+    v = best_dn and je and best_dn[1]["records_per_s"] / je["records_per_s"]
+    check("purge every free: tide purge:dontneed,decay_ms:0 (best of thp on/off) "
+          "≥ 1.5 × jemalloc dirty_decay_ms:0,muzzy_decay_ms:0", v, v and v >= 1.5,
+          v and f"{v:.2f}x (thp:{best_dn[0]}: {best_dn[1]['records_per_s']:,.0f} / "
+          f"{je['records_per_s']:,.0f} records/s)", [je] + list(dn.values()))
+    best_fr = max(fr.items(), key=lambda kv: kv[1]["records_per_s"]) if fr else None
+    same = best_fr and dn.get(best_fr[0])
+    v = same and best_fr[1]["records_per_s"] / same["records_per_s"]
+    others = "".join(f"; thp:{thp}: {fr[thp]['records_per_s'] / dn[thp]['records_per_s']:.2f}x"
+                     for thp in sorted(fr) if best_fr and thp != best_fr[0] and thp in dn)
+    check("purge every free: tide purge:free,decay_ms:0 (best variant) ≥ 1.5 × tide "
+          "purge:dontneed,decay_ms:0 (same thp)", v, v and v >= 1.5,
+          v and f"{v:.2f}x (both thp:{best_fr[0]}: {best_fr[1]['records_per_s']:,.0f} / "
+          f"{same['records_per_s']:,.0f} records/s{others})",
+          list(dn.values()) + list(fr.values()))
+
+    # microbenchmarks: time against the fastest peer, peak RSS against jemalloc
+    for bench, limit in (("pairs-batch", 1.1), ("pairs-lifo", 1.1), ("prodcons", 1.2)):
+        r = find(micro, bench=bench, allocator="tide")
+        v = r and r.get("ratio_best_peer")
+        check(f"{bench}: tide time ≤ {limit} × fastest peer", v, v and v <= limit,
+              v and f"{v:.2f}x ({r['time_s']:.3f} s)",
+              [x for x in micro if x["bench"] == bench])
+    for bench in ("mixed-1t", "mixed-2t"):
+        r, je = find(micro, bench=bench, allocator="tide"), find(micro, bench=bench,
+                                                                 allocator="jemalloc")
+        v = r and je and r["peak_rss_kib"] and je["peak_rss_kib"] and \
+            r["peak_rss_kib"] / je["peak_rss_kib"]
+        check(f"{bench}: tide peak RSS ≤ 1.1 × jemalloc", v, v and v <= 1.1,
+              v and f"{v:.2f}x ({r['peak_rss_kib'] / 1024:.0f} / "
+              f"{je['peak_rss_kib'] / 1024:.0f} MiB)")  # peak RSS: not moved by others' CPU use
+
+    # realloc growth
+    limits = {"total_s": {"glibc": 1.0, "jemalloc": 0.5, "mimalloc": 0.5},
+              "realloc_s": {"glibc": 0.67, "jemalloc": 0.1, "mimalloc": 0.1}}
+    for mode in ("double", "step"):
+        r = find(realloc, mode=mode, allocator="tide")
+        for key, what in (("total_s", "total"), ("realloc_s", "inside realloc")):
+            for ref, limit in limits[key].items():
+                ratio = r and r.get(f"ratio_{key}_{ref}")
+                target = f"realloc {mode}: tide {what} ≤ {limit} × {ref}"
+                if ratio is None:
+                    check(target, None, False, "")
+                    continue
+                value, bound = ratio
+                text = fmt_ratio(ratio)
+                if bound == "<=" and value > limit or bound == ">=" and value <= limit:
+                    out.append((target, text + f" ({ref} stopped at the time limit)", "n/a"))
+                else:
+                    check(target, value, value <= limit, text,
+                          (r, find(realloc, mode=mode, allocator=ref)))
+        v = r and r["vmas_start"] is not None and r["vmas_after_free"] is not None
+        check(f"realloc {mode}: tide's VMAs after the final free == at start", v or None,
+              v and r["vmas_after_free"] == r["vmas_start"],
+              v and f"{r['vmas_after_free']:.0f} after free, {r['vmas_start']:.0f} at start "
+              f"({r['vmas_peak']:.0f} at peak)")
+
+    # fastpath: reported, no target
+    fp = [r for r in fastpath if r.get("ir_per_pair") is not None]
+    if fp:
+        out.append(("fastpath: instructions per malloc(64)+free pair (no target)",
+                    "; ".join(f"{r['allocator']} {r['ir_per_pair']:.1f}" for r in fp), "–"))
+    return out
+
+
+def targets_markdown(targets):
+    return md_table(["target", "measured", "result"],
+                    [[t, m, v if v != "FAIL" else "**FAIL**"] for t, m, v in targets])
+
+
 def machine_description(args):
     cpu = ""
     try:
@@ -683,15 +1061,19 @@ def main():
     args = parse_args()
     bindir = os.path.join(args.builddir, "bench")
     notes = []
-    main_variants, purge_variants = build_variants(args, notes)
-    if not main_variants:
+    variants = build_variants(args, notes)
+    if not variants["main"]:
         sys.exit("run.py: no allocator left to run")
 
-    configs = [(c, purge_variants if c.purge_row else main_variants) for c in EBIZZY_CONFIGS
+    configs = [(c, variants["purge"] if c.purge_row else
+                variants["small"] if c.small else variants["main"])
+               for c in EBIZZY_CONFIGS
                if selected(args, "ebizzy", c.name) and (c.quick or not args.quick)]
     configs = [(c, vs) for c, vs in configs if vs]
     benches = [b for b in MICRO_BENCHES if selected(args, "micro", b.name)]
     do_fastpath = selected(args, "micro", "fastpath") and shutil.which("valgrind")
+    modes = [m for m in REALLOC_MODES if selected(args, "realloc", "realloc-" + m.name)]
+    do_idle = selected(args, "idle", "idle")
 
     busy = os.getloadavg()[0]
     if busy > 0.5 * (os.cpu_count() or 1):
@@ -701,17 +1083,36 @@ def main():
     if not strace:
         notes.append("strace is not installed: no madvise counts except tide's own")
         print("note: " + notes[-1])
-    total = (sum(len(vs) * (args.runs + (1 if strace else 0)) for _, vs in configs)
-             + len(benches) * len(main_variants) * args.runs
-             + (2 * len(main_variants) if do_fastpath else 0))
-    print(f"bench: {len(main_variants)} allocator settings, {args.runs} run(s) each, "
+    total = (sum(len(vs) * args.runs + (len([v for v in vs if v.family != "tide"])
+                                        if strace else 0) for _, vs in configs)
+             + len(benches) * len(variants["micro"]) * args.runs
+             + (2 * len(variants["micro"]) if do_fastpath else 0)
+             + len(modes) * len(variants["realloc"]) * args.runs
+             + (len(variants["idle"]) * args.runs if do_idle else 0))
+    print(f"bench: {len(variants['main'])} allocator settings, {args.runs} run(s) each, "
           f"ebizzy -S {args.seconds}{', QUICK' if args.quick else ''}; {total} runs")
     runner = Runner(args, total)
 
-    ebizzy_raw, ebizzy_rows = run_ebizzy(args, runner, configs, bindir) if configs else ([], [])
-    micro_raw, micro_rows = (run_micro(args, runner, benches, main_variants, bindir)
+    started, took = time.monotonic(), {}
+
+    def timed(name, fn):
+        t0 = time.monotonic()
+        result = fn()
+        took[name] = time.monotonic() - t0
+        return result
+
+    ebizzy_raw, ebizzy_rows = (timed("ebizzy", lambda: run_ebizzy(args, runner, configs, bindir))
+                               if configs else ([], []))
+    micro_raw, micro_rows = (timed("micro", lambda: run_micro(args, runner, benches,
+                                                              variants["micro"], bindir))
                              if benches else ([], []))
-    fast_rows = run_fastpath(runner, main_variants, bindir) if do_fastpath else []
+    fast_rows = (timed("fastpath", lambda: run_fastpath(runner, variants["micro"], bindir))
+                 if do_fastpath else [])
+    realloc_raw, realloc_rows = (timed("realloc", lambda: run_realloc(
+        args, runner, modes, variants["realloc"], bindir)) if modes else ([], []))
+    idle_raw, idle_rows = (timed("idle", lambda: run_idle(args, runner, variants["idle"], bindir))
+                           if do_idle and variants["idle"] else ([], []))
+    took["total"] = time.monotonic() - started
 
     os.makedirs(args.results, exist_ok=True)
     written = []
@@ -736,12 +1137,44 @@ def main():
                   ["bench", "allocator", "run", "time_s", "peak_rss_kib", "other_load",
                    "provider"])
         written.append("micro.raw.csv")
+    if realloc_rows:
+        flat = [dict(r, **{k: (r[k][0] if r.get(k) else None) for k in r
+                           if k.startswith("ratio_")},
+                     **{k + "_bound": (r[k][1] if r.get(k) else "") for k in r
+                        if k.startswith("ratio_")}) for r in realloc_rows]
+        ratio_fields = [f"ratio_{key}_{ref}{suffix}" for key in ("total_s", "realloc_s")
+                        for ref in REALLOC_REFS for suffix in ("", "_bound")]
+        write_csv(os.path.join(args.results, "realloc.csv"), flat,
+                  ["mode", "allocator", "env", "runs", "complete", "reached_bytes", "total_s",
+                   "realloc_s", "realloc_calls", "free_s"] + ratio_fields
+                  + ["remap_moves", "remap_heals", "remap_copies", "remap_in_place",
+                     "vmas_scope", "vmas_start", "vmas_peak", "vmas_after_free", "peak_rss_kib",
+                     "other_load"])
+        write_csv(os.path.join(args.results, "realloc.raw.csv"), realloc_raw,
+                  ["mode", "allocator", "run", "complete"] + list(REALLOC_KEYS)
+                  + ["vmas_scope", "other_load", "provider"])
+        written += ["realloc.csv", "realloc.raw.csv"]
+    if idle_rows:
+        flat = [dict(r, ebizzy_records_per_s=next(
+                    (e["records_per_s"] for e in ebizzy_rows if e["config"] == "s5M-t2" and
+                     e["allocator"] == r["allocator"]), None),
+                     series=",".join(f"{ms}:{a:.0f}:{b:.0f}" for ms, (a, b) in
+                                     sorted(r["series"].items()))) for r in idle_rows]
+        write_csv(os.path.join(args.results, "idle.csv"), flat,
+                  ["allocator", "env", "policy", "runs", "ebizzy_records_per_s"]
+                  + list(IDLE_KEYS) + ["other_load", "series"])
+        write_csv(os.path.join(args.results, "idle.raw.csv"), idle_raw,
+                  ["allocator", "run"] + list(IDLE_KEYS) + ["other_load", "series", "provider"])
+        written += ["idle.csv", "idle.raw.csv"]
     if ebizzy_rows and plot_ebizzy(args, ebizzy_rows, os.path.join(args.results, "ebizzy.png")):
         written.append("ebizzy.png")
 
+    targets = compute_targets(ebizzy_rows, micro_rows, fast_rows, realloc_rows)
     md = [f"## Benchmarks ({'QUICK, ' if args.quick else ''}median of {args.runs} run(s))\n",
           machine_description(args) + ".  Produced by `make bench"
-          + (" QUICK=1" if args.quick else "") + "`.\n"]
+          + (" QUICK=1" if args.quick else "") + "` in "
+          + ", ".join(f"{took[k] / 60:.1f} min" if k == "total" else f"{k} {took[k]:.0f} s"
+                      for k in took) + ".\n"]
     if ebizzy_rows:
         md.append(f"### ebizzy clone, {args.seconds}-second runs\n")
         md.append("records/CPU-s divides the records by the user+sys time they took: unlike "
@@ -755,6 +1188,36 @@ def main():
                   "; Ir per malloc+free is callgrind's instruction count of `free(malloc(64))`, "
                   "including 9 instructions of the loop.\n")
         md.append(micro_markdown(micro_rows, fast_rows))
+    if realloc_rows:
+        md.append("### realloc growth\n")
+        md.append("One byte written to every page a growth adds, contents checked at the end.  "
+                  "total s: the first malloc, every realloc and every touch (not the final "
+                  "free); in realloc s: the sum of the time spent inside realloc calls.  "
+                  "\"vs X\" is the ratio to X's median.  A run that reached "
+                  f"{REALLOC_TIME_LIMIT_S} s stops growing: its times are lower bounds (≥) and "
+                  "ratios to them upper bounds (≤).  moves / copies / in place are tide's "
+                  "counters; VMAs are those of tide's range under tide, of the whole process "
+                  "otherwise, after the first malloc, at the peak size and after the final "
+                  "free.\n")
+        md.append(realloc_markdown(args, realloc_rows))
+    if idle_rows:
+        idle_what = ("256 MiB burst, 1.5 s idle (QUICK)" if args.quick else
+                     "1 GiB burst, 2.5 s idle")
+        md.append("### Purge policies: throughput against RSS after idle\n")
+        md.append(f"`bench/idle` ({idle_what}): a 64 MiB live heap, a burst of 64 KiB – 4 MiB "
+                  "blocks touched and freed, then no allocator call for the idle period; RSS "
+                  "(VmRSS) and RSS − LazyFree (what stays once the kernel takes back MADV_FREE "
+                  "pages) at its end, then the time to allocate and touch the same burst again "
+                  "(re-touch) against the first time (first touch).  ebizzy records/s is "
+                  "`-s 5242880 -t 2` of the same configuration from this run.  Peers purge "
+                  "only when called (jemalloc, mimalloc, tcmalloc) or at once (glibc's "
+                  "munmap): they are context.\n")
+        md.append(idle_markdown(args, idle_rows, ebizzy_rows))
+    targets_md = ""
+    if targets:
+        targets_md = ("### Targets\n\nFrom the medians above; tide is its default "
+                      "configuration unless named.\n\n" + targets_markdown(targets) + "\n")
+        md.append(targets_md)
     if runner.retries:
         notes.append(f"{runner.retries} run(s) were retried because other processes used more "
                      f"than {args.max_load:.0%} of the CPUs")
@@ -768,6 +1231,8 @@ def main():
 
     print("\n" + text)
     print(f"bench: wrote {', '.join(os.path.join(args.results, w) for w in written)}")
+    if targets_md:
+        print("\n" + targets_md)
     if runner.failures:
         print(f"bench: {len(runner.failures)} run(s) failed", file=sys.stderr)
         return 1
