@@ -5,6 +5,7 @@
 
 #include "report.h"
 #include "size_class.h"
+#include "transfer.h"
 
 arena_t **arenas;
 unsigned narenas;
@@ -44,6 +45,7 @@ unsigned arena_choose(void)
         }
     }
     ATOMIC_ADD(&arenas[best]->nthreads, 1);
+    transfer_arena_ready(best);
     return best;
 }
 

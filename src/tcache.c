@@ -71,7 +71,11 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
     if (!rest)
         return;
     if (cls < SC_NSMALL) {
-        if (!transfer_push(cls, rest, count - keep))
+        /* To the arena of the first object's slab: a thread frees mostly what one other
+         * thread allocated, so that is where the list is wanted. */
+        const range_t *r = region_range_of((uintptr_t)rest);
+        extent_t *slab = pm_desc(pm_read(r, (uintptr_t)rest));
+        if (!transfer_push(slab->arena, cls, rest, count - keep))
             arena_flush_list(rest, cls, "free");
         return;
     }
@@ -154,7 +158,7 @@ void *tcache_alloc_slow(unsigned cls)
     /* Dry: a class used in bursts gets a bigger cache (slow start, as tcmalloc's lists). */
     unsigned cap = MIN((unsigned)tc->cap[cls] + tc->cap[cls] / 2u, (unsigned)sc_tcache_max[cls]);
     void *head;
-    unsigned got = transfer_pop(cls, &head);
+    unsigned got = transfer_pop(tc->arena, cls, &head);
     if (got)
         cap = MAX(cap, got);
     else if (!(got = arena_fill(tc->arena, cls, &head, MAX(sc_tcache_init[cls] / 2u, 1u))))

@@ -1,28 +1,65 @@
-/* transfer.c - per-class stacks of object lists, one short lock each. */
+/* transfer.c - per-arena, per-class stacks of object lists, one short lock each. */
 #include "transfer.h"
 
 #include "arena.h"
+#include "extent.h"
 #include "lock.h"
 #include "size_classes.h"
 #include "util.h"
 
-#define TRANSFER_SLOTS 128
-#define TRANSFER_MAX_BYTES (512 * KiB) /* per class: bounds what idles here */
+#define TRANSFER_SLOTS 32
+#define TRANSFER_MAX_BYTES (256 * KiB) /* per class and arena: bounds what idles here */
 
 typedef struct transfer_s {
     lock_t lock;
     unsigned n; /* lists held */
     size_t bytes;
-    unsigned pops;  /* since the last idle check */
+    unsigned pops; /* since the last idle check */
     void *head[TRANSFER_SLOTS];
     uint16_t count[TRANSFER_SLOTS];
 } TIDE_ALIGNED_CL transfer_t;
 
-static transfer_t transfer[SC_NSMALL] = { [0 ... SC_NSMALL - 1] = { .lock = LOCK_INITIALIZER } };
+static transfer_t *transfers; /* [arena][class] */
+static unsigned ntransfers;   /* arenas */
+static uint8_t *ready;        /* [arena]: its locks are initialised (atomic) */
+static lock_t ready_lock = LOCK_INITIALIZER;
 
-bool transfer_push(unsigned cls, void *head, unsigned n)
+static transfer_t *transfer_of(unsigned arena, unsigned cls) { return &transfers[arena * SC_NSMALL + cls]; }
+
+/* The caches stay untouched (zero pages) until a thread joins their arena: with 4 arenas
+ * per CPU, a 64-CPU machine would otherwise write 3 MiB at start-up and in every fork
+ * child.  Zeroed memory is a valid plain mutex, so walking every cache is safe anyway. */
+int transfer_init(unsigned narena)
 {
-    transfer_t *t = &transfer[cls];
+    transfers = meta_alloc((size_t)narena * SC_NSMALL * sizeof(transfer_t));
+    ready = meta_alloc(narena);
+    if (!transfers || !ready)
+        return -1;
+    ATOMIC_STORE_REL(&ntransfers, narena);
+    return 0;
+}
+
+static void init_locks(unsigned arena)
+{
+    for (unsigned c = 0; c < SC_NSMALL; c++)
+        lock_init(&transfer_of(arena, c)->lock);
+}
+
+void transfer_arena_ready(unsigned arena)
+{
+    if (ATOMIC_LOAD_ACQ(&ready[arena]))
+        return;
+    lock_acquire(&ready_lock);
+    if (!ready[arena]) {
+        init_locks(arena);
+        ATOMIC_STORE_REL(&ready[arena], 1);
+    }
+    lock_release(&ready_lock);
+}
+
+bool transfer_push(unsigned arena, unsigned cls, void *head, unsigned n)
+{
+    transfer_t *t = transfer_of(arena, cls);
     size_t bytes = (size_t)n * sc_size[cls];
     bool ok = false;
     lock_acquire(&t->lock);
@@ -37,9 +74,9 @@ bool transfer_push(unsigned cls, void *head, unsigned n)
     return ok;
 }
 
-unsigned transfer_pop(unsigned cls, void **head)
+unsigned transfer_pop(unsigned arena, unsigned cls, void **head)
 {
-    transfer_t *t = &transfer[cls];
+    transfer_t *t = transfer_of(arena, cls);
     if (ATOMIC_LOAD(&t->n) == 0) /* a racy peek: an empty class costs no lock */
         return 0;
     unsigned n = 0;
@@ -55,59 +92,71 @@ unsigned transfer_pop(unsigned cls, void **head)
     return n;
 }
 
-void transfer_drain(void)
+/* Give back to their slabs the lists of every class of every arena; with IDLE_ONLY,
+ * only of the classes nobody took a list from since the last such call. */
+static void drain(bool idle_only)
 {
-    for (unsigned c = 0; c < SC_NSMALL; c++) {
-        void *head;
-        while (transfer_pop(c, &head))
-            arena_flush_list(head, c, "free");
-    }
+    unsigned na = ATOMIC_LOAD_ACQ(&ntransfers);
+    for (unsigned a = 0; a < na; a++)
+        for (unsigned c = 0; c < SC_NSMALL; c++) {
+            transfer_t *t = transfer_of(a, c);
+            if (ATOMIC_LOAD(&t->n) == 0)
+                continue;
+            if (idle_only) {
+                lock_acquire(&t->lock);
+                bool idle = t->pops == 0;
+                t->pops = 0;
+                lock_release(&t->lock);
+                if (!idle)
+                    continue;
+            }
+            void *head;
+            while (transfer_pop(a, c, &head))
+                arena_flush_list(head, c, "free");
+            t->pops = 0; /* our own pops do not count */
+        }
 }
+
+void transfer_drain(void) { drain(false); }
+
+void transfer_drain_idle(void) { drain(true); }
 
 bool transfer_holds(unsigned cls, const void *p)
 {
-    transfer_t *t = &transfer[cls];
     bool found = false;
-    lock_acquire(&t->lock);
-    for (unsigned b = 0; b < t->n && !found; b++)
-        for (void **q = t->head[b]; q && !found; q = *q)
-            found = q == p;
-    lock_release(&t->lock);
+    for (unsigned a = 0; a < ATOMIC_LOAD_ACQ(&ntransfers) && !found; a++) {
+        transfer_t *t = transfer_of(a, cls);
+        lock_acquire(&t->lock);
+        for (unsigned b = 0; b < t->n && !found; b++)
+            for (void **q = t->head[b]; q && !found; q = *q)
+                found = q == p;
+        lock_release(&t->lock);
+    }
     return found;
 }
 
-void transfer_drain_idle(void)
-{
-    for (unsigned c = 0; c < SC_NSMALL; c++) {
-        transfer_t *t = &transfer[c];
-        if (ATOMIC_LOAD(&t->n) == 0)
-            continue;
-        lock_acquire(&t->lock);
-        bool idle = t->pops == 0;
-        t->pops = 0;
-        lock_release(&t->lock);
-        void *head;
-        while (idle && transfer_pop(c, &head))
-            arena_flush_list(head, c, "free");
-        if (idle)
-            t->pops = 0; /* our own pops do not count */
-    }
-}
-
+/* fork: the caches of the arenas in use, in a fixed order (ready_lock first, so none
+ * becomes ready meanwhile). */
 void transfer_lock_all(void)
 {
-    for (unsigned c = 0; c < SC_NSMALL; c++)
-        lock_acquire(&transfer[c].lock);
+    lock_acquire(&ready_lock);
+    for (unsigned a = 0; a < ntransfers; a++)
+        for (unsigned c = 0; ready[a] && c < SC_NSMALL; c++)
+            lock_acquire(&transfer_of(a, c)->lock);
 }
 
 void transfer_unlock_all(void)
 {
-    for (unsigned c = SC_NSMALL; c-- > 0;)
-        lock_release(&transfer[c].lock);
+    for (unsigned a = ntransfers; a-- > 0;)
+        for (unsigned c = SC_NSMALL; ready[a] && c-- > 0;)
+            lock_release(&transfer_of(a, c)->lock);
+    lock_release(&ready_lock);
 }
 
 void transfer_reinit_locks(void)
 {
-    for (unsigned c = 0; c < SC_NSMALL; c++)
-        lock_init(&transfer[c].lock);
+    lock_init(&ready_lock);
+    for (unsigned a = 0; a < ntransfers; a++)
+        if (ready[a])
+            init_locks(a);
 }
