@@ -1026,7 +1026,7 @@ def plot_ebizzy(args, summary, path):
     data = "\n".join(f'"{r["allocator"]}" {r["records_per_s"]:.0f} '
                      f'{r["peak_rss_kib"] / 1024:.1f}' for r in rows)
     script = f"""
-set terminal pngcairo size 1100,800 font ",10" noenhanced
+set terminal pngcairo size 1200,1000 font ",10" noenhanced
 set output '{path}'
 $d << EOD
 {data}
@@ -1038,10 +1038,10 @@ set boxwidth 0.8
 set grid ytics
 set yrange [0:*]
 set key off
-set xtics rotate by -35 scale 0
+set xtics rotate by -40 scale 0
 set lmargin 12
-set rmargin 16
-set bmargin 8
+set rmargin 22
+set bmargin 13
 set ylabel "records/s"
 plot $d using 2:xtic(1) lc rgb "#3465a4"
 set ylabel "peak RSS (MiB)"
