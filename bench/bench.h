@@ -42,4 +42,25 @@ static inline uint64_t bench_parse_count(const char *arg, const char *what)
     return v;
 }
 
+/* A positive size with an optional k, m or g suffix; PROG: what to call ourselves in the
+ * message.  Exits with a message otherwise. */
+static inline size_t bench_parse_bytes(const char *arg, const char *prog, const char *what)
+{
+    char *end;
+    unsigned long long v = arg[0] >= '0' && arg[0] <= '9' ? strtoull(arg, &end, 10) : 0;
+    unsigned shift = 0;
+    if (v && (*end == 'k' || *end == 'K'))
+        shift = 10, end++;
+    else if (v && (*end == 'm' || *end == 'M'))
+        shift = 20, end++;
+    else if (v && (*end == 'g' || *end == 'G'))
+        shift = 30, end++;
+    if (v == 0 || *end || v > (SIZE_MAX >> 2 >> shift)) {
+        fprintf(stderr, "%s: %s: expected a positive size (k, m, g suffixes), got '%s'\n", prog,
+                what, arg);
+        exit(1);
+    }
+    return (size_t)v << shift;
+}
+
 #endif

@@ -75,25 +75,6 @@ static void read_rss(long *rss_kib, long *lazy_kib)
     }
 }
 
-static size_t parse_bytes(const char *arg, const char *what)
-{
-    char *end;
-    unsigned long long v = arg[0] >= '0' && arg[0] <= '9' ? strtoull(arg, &end, 10) : 0;
-    unsigned shift = 0;
-    if (v && (*end == 'k' || *end == 'K'))
-        shift = 10, end++;
-    else if (v && (*end == 'm' || *end == 'M'))
-        shift = 20, end++;
-    else if (v && (*end == 'g' || *end == 'G'))
-        shift = 30, end++;
-    if (v == 0 || *end || v > (SIZE_MAX >> 2 >> shift)) {
-        fprintf(stderr, "idle: %s: expected a positive size (k, m, g suffixes), got '%s'\n",
-                what, arg);
-        exit(1);
-    }
-    return (size_t)v << shift;
-}
-
 static unsigned lg_floor(size_t x)
 {
     unsigned lg = 0;
@@ -167,10 +148,10 @@ int main(int argc, char **argv)
         switch (c) {
         case 'i': idle_ms = (long)bench_parse_count(optarg, "--idle-ms"); break;
         case 'S': sample_ms = (long)bench_parse_count(optarg, "--sample-ms"); break;
-        case 'b': burst_bytes = parse_bytes(optarg, "--burst"); break;
-        case 'l': live_bytes = parse_bytes(optarg, "--live"); break;
-        case 'n': min = parse_bytes(optarg, "--min"); break;
-        case 'x': max = parse_bytes(optarg, "--max"); break;
+        case 'b': burst_bytes = bench_parse_bytes(optarg, "idle", "--burst"); break;
+        case 'l': live_bytes = bench_parse_bytes(optarg, "idle", "--live"); break;
+        case 'n': min = bench_parse_bytes(optarg, "idle", "--min"); break;
+        case 'x': max = bench_parse_bytes(optarg, "idle", "--max"); break;
         case 's': seed = bench_parse_count(optarg, "--seed"); break;
         default: usage();
         }

@@ -129,25 +129,6 @@ static long count_vmas(void)
     return probe_maps_count(NULL, 0, NULL);
 }
 
-static size_t parse_bytes(const char *arg, const char *what)
-{
-    char *end;
-    unsigned long long v = arg[0] >= '0' && arg[0] <= '9' ? strtoull(arg, &end, 10) : 0;
-    unsigned shift = 0;
-    if (v && (*end == 'k' || *end == 'K'))
-        shift = 10, end++;
-    else if (v && (*end == 'm' || *end == 'M'))
-        shift = 20, end++;
-    else if (v && (*end == 'g' || *end == 'G'))
-        shift = 30, end++;
-    if (v == 0 || *end || v > (SIZE_MAX >> 2 >> shift)) {
-        fprintf(stderr, "realloc: %s: expected a positive size (k, m, g suffixes), got '%s'\n",
-                what, arg);
-        exit(1);
-    }
-    return (size_t)v << shift;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: realloc [--mode=double|step|pair] [--step=BYTES] [--start=BYTES] "
@@ -180,11 +161,11 @@ int main(int argc, char **argv)
             else
                 usage();
         } else if (c == 's') {
-            step = parse_bytes(optarg, "--step");
+            step = bench_parse_bytes(optarg, "realloc", "--step");
         } else if (c == 'b') {
-            start = parse_bytes(optarg, "--start");
+            start = bench_parse_bytes(optarg, "realloc", "--start");
         } else if (c == 'x') {
-            max = parse_bytes(optarg, "--max");
+            max = bench_parse_bytes(optarg, "realloc", "--max");
         } else if (c == 't') {
             char *end;
             limit = strtod(optarg, &end);

@@ -19,15 +19,7 @@
 static void run_bench(struct run_result *r, const char *path, const char *preload,
                       const char *extra_env, const char *const args[])
 {
-    const char *argv[16] = { path };
-    size_t n = 1;
-    for (; args[n - 1]; n++) {
-        if (n == sizeof argv / sizeof argv[0] - 1)
-            abort();
-        argv[n] = args[n - 1];
-    }
-    argv[n] = NULL;
-    run_program(r, argv, preload, extra_env, NULL);
+    run_with_args(r, path, preload, extra_env, args);
     cr_assert(!preload_missing(r), "%s", r->err);
     cr_assert_eq(r->status, 0, "%s exited %d; stderr:\n%s", path, r->status, r->err);
 }

@@ -92,10 +92,10 @@ void run_program(struct run_result *r, const char *const argv[], const char *pre
     free(envp);
 }
 
-void run_ebizzy(struct run_result *r, const char *preload, const char *extra_env,
-                const char *const args[])
+void run_with_args(struct run_result *r, const char *path, const char *preload,
+                   const char *extra_env, const char *const args[])
 {
-    const char *argv[64] = { EBIZZY_PATH };
+    const char *argv[64] = { path };
     size_t n = 1;
     for (; args[n - 1]; n++) {
         if (n == sizeof argv / sizeof argv[0] - 1)
@@ -104,6 +104,12 @@ void run_ebizzy(struct run_result *r, const char *preload, const char *extra_env
     }
     argv[n] = NULL;
     run_program(r, argv, preload, extra_env, NULL);
+}
+
+void run_ebizzy(struct run_result *r, const char *preload, const char *extra_env,
+                const char *const args[])
+{
+    run_with_args(r, EBIZZY_PATH, preload, extra_env, args);
 }
 
 void run_result_free(struct run_result *r)

@@ -19,6 +19,10 @@ struct run_result {
 void run_program(struct run_result *r, const char *const argv[], const char *preload,
                  const char *extra_env, const char *input);
 
+/* PATH with the given arguments (NULL-terminated, without argv[0]). */
+void run_with_args(struct run_result *r, const char *path, const char *preload,
+                   const char *extra_env, const char *const args[]);
+
 /* bench/ebizzy with the given arguments (NULL-terminated, without argv[0]). */
 void run_ebizzy(struct run_result *r, const char *preload, const char *extra_env,
                 const char *const args[]);
