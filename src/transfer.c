@@ -8,7 +8,11 @@
 #include "util.h"
 
 #define TRANSFER_SLOTS 32
-#define TRANSFER_MAX_BYTES (256 * KiB) /* per class and arena: bounds what idles here */
+/* What may idle here: per arena 1 MiB, of which one class may hold half.  A producer
+ * that sleeps while its consumer drains a ring of 4096 64-byte blocks meets half of them
+ * here at once (128 KiB); with 128 KiB per class, prodcons ran at 2-4x the time. */
+#define TRANSFER_CLASS_MAX_BYTES (512 * KiB)
+#define TRANSFER_ARENA_MAX_BYTES (1024 * KiB)
 
 typedef struct transfer_s {
     lock_t lock;
@@ -21,6 +25,10 @@ typedef struct transfer_s {
 
 static transfer_t *transfers; /* [arena][class] */
 static unsigned ntransfers;   /* arenas */
+typedef struct arena_budget_s {
+    size_t bytes; /* held by the arena's classes (atomic) */
+} TIDE_ALIGNED_CL arena_budget_t;
+static arena_budget_t *budgets; /* [arena] */
 static uint8_t *ready;        /* [arena]: its locks are initialised (atomic) */
 static lock_t ready_lock = LOCK_INITIALIZER;
 
@@ -33,7 +41,8 @@ int transfer_init(unsigned narena)
 {
     transfers = meta_alloc((size_t)narena * SC_NSMALL * sizeof(transfer_t));
     ready = meta_alloc(narena);
-    if (!transfers || !ready)
+    budgets = meta_alloc((size_t)narena * sizeof(arena_budget_t));
+    if (!transfers || !ready || !budgets)
         return -1;
     ATOMIC_STORE_REL(&ntransfers, narena);
     return 0;
@@ -61,14 +70,19 @@ bool transfer_push(unsigned arena, unsigned cls, void *head, unsigned n)
 {
     transfer_t *t = transfer_of(arena, cls);
     size_t bytes = (size_t)n * sc_size[cls];
+    size_t *budget = &budgets[arena].bytes;
     bool ok = false;
     lock_acquire(&t->lock);
-    if (t->n < TRANSFER_SLOTS && t->bytes + bytes <= TRANSFER_MAX_BYTES) {
-        t->head[t->n] = head;
-        t->count[t->n] = (uint16_t)n;
-        t->n++;
-        t->bytes += bytes;
-        ok = true;
+    if (t->n < TRANSFER_SLOTS && t->bytes + bytes <= TRANSFER_CLASS_MAX_BYTES) {
+        if (ATOMIC_ADD(budget, bytes) + bytes <= TRANSFER_ARENA_MAX_BYTES) {
+            t->head[t->n] = head;
+            t->count[t->n] = (uint16_t)n;
+            t->n++;
+            t->bytes += bytes;
+            ok = true;
+        } else {
+            ATOMIC_SUB(budget, bytes);
+        }
     }
     lock_release(&t->lock);
     return ok;
@@ -87,6 +101,7 @@ unsigned transfer_pop(unsigned arena, unsigned cls, void **head)
         *head = t->head[t->n];
         n = t->count[t->n];
         t->bytes -= (size_t)n * sc_size[cls];
+        ATOMIC_SUB(&budgets[arena].bytes, (size_t)n * sc_size[cls]);
     }
     lock_release(&t->lock);
     return n;
