@@ -36,7 +36,8 @@ static transfer_t *transfer_of(unsigned arena, unsigned cls) { return &transfers
 
 /* The caches stay untouched (zero pages) until a thread joins their arena: with 4 arenas
  * per CPU, a 64-CPU machine would otherwise write 3 MiB at start-up and in every fork
- * child.  Zeroed memory is a valid plain mutex, so walking every cache is safe anyway. */
+ * child.  Walks over every cache skip the arenas not ready yet, whose locks may be
+ * being initialised (they hold nothing: only a thread of the arena allocates slabs). */
 int transfer_init(unsigned narena)
 {
     transfers = meta_alloc((size_t)narena * SC_NSMALL * sizeof(transfer_t));
@@ -54,9 +55,11 @@ static void init_locks(unsigned arena)
         lock_init(&transfer_of(arena, c)->lock);
 }
 
+static bool is_ready(unsigned arena) { return ATOMIC_LOAD_ACQ(&ready[arena]) != 0; }
+
 void transfer_arena_ready(unsigned arena)
 {
-    if (ATOMIC_LOAD_ACQ(&ready[arena]))
+    if (is_ready(arena))
         return;
     lock_acquire(&ready_lock);
     if (!ready[arena]) {
@@ -88,47 +91,55 @@ bool transfer_push(unsigned arena, unsigned cls, void *head, unsigned n)
     return ok;
 }
 
+/* Take the newest list of T (arena ARENA, class CLS): how many objects *HEAD holds, 0
+ * when T is empty.  Lock held. */
+static unsigned take_list(transfer_t *t, unsigned arena, unsigned cls, void **head)
+{
+    if (!t->n)
+        return 0;
+    t->n--;
+    *head = t->head[t->n];
+    unsigned n = t->count[t->n];
+    t->bytes -= (size_t)n * sc_size[cls];
+    ATOMIC_SUB(&budgets[arena].bytes, (size_t)n * sc_size[cls]);
+    return n;
+}
+
 unsigned transfer_pop(unsigned arena, unsigned cls, void **head)
 {
     transfer_t *t = transfer_of(arena, cls);
     if (ATOMIC_LOAD(&t->n) == 0) /* a racy peek: an empty class costs no lock */
         return 0;
-    unsigned n = 0;
     lock_acquire(&t->lock);
-    if (t->n) {
-        t->pops++;
-        t->n--;
-        *head = t->head[t->n];
-        n = t->count[t->n];
-        t->bytes -= (size_t)n * sc_size[cls];
-        ATOMIC_SUB(&budgets[arena].bytes, (size_t)n * sc_size[cls]);
-    }
+    unsigned n = take_list(t, arena, cls, head);
+    t->pops += n != 0;
     lock_release(&t->lock);
     return n;
 }
 
 /* Give back to their slabs the lists of every class of every arena; with IDLE_ONLY,
- * only of the classes nobody took a list from since the last such call. */
+ * only of the classes nobody took a list from since the last such call.  The lists are
+ * flushed with no transfer lock held (a flush may free a slab and purge). */
 static void drain(bool idle_only)
 {
     unsigned na = ATOMIC_LOAD_ACQ(&ntransfers);
     for (unsigned a = 0; a < na; a++)
-        for (unsigned c = 0; c < SC_NSMALL; c++) {
+        for (unsigned c = 0; is_ready(a) && c < SC_NSMALL; c++) {
             transfer_t *t = transfer_of(a, c);
             if (ATOMIC_LOAD(&t->n) == 0)
                 continue;
-            if (idle_only) {
+            lock_acquire(&t->lock);
+            bool skip = idle_only && t->pops != 0;
+            t->pops = 0;
+            lock_release(&t->lock);
+            for (void *head; !skip;) {
                 lock_acquire(&t->lock);
-                bool idle = t->pops == 0;
-                t->pops = 0;
+                unsigned n = take_list(t, a, c, &head);
                 lock_release(&t->lock);
-                if (!idle)
-                    continue;
-            }
-            void *head;
-            while (transfer_pop(a, c, &head))
+                if (!n)
+                    break;
                 arena_flush_list(head, c, "free");
-            t->pops = 0; /* our own pops do not count */
+            }
         }
 }
 
@@ -140,6 +151,8 @@ bool transfer_holds(unsigned cls, const void *p)
 {
     bool found = false;
     for (unsigned a = 0; a < ATOMIC_LOAD_ACQ(&ntransfers) && !found; a++) {
+        if (!is_ready(a))
+            continue;
         transfer_t *t = transfer_of(a, cls);
         lock_acquire(&t->lock);
         for (unsigned b = 0; b < t->n && !found; b++)
