@@ -1,8 +1,9 @@
 /*
- * test_ebizzy_benches.c - bench/realloc and bench/idle really run, briefly, under glibc
- * and tide: they exit 0, print every "key value" line run.py reads, find tide's counters
- * and ranges through their weak references, and the idle benchmark sees tide give a
- * freed burst back to the kernel within its idle period.
+ * test_ebizzy_benches.c - bench/realloc, bench/idle and bench/prodcons really run,
+ * briefly, under glibc and tide: they exit 0, print every "key value" line run.py reads,
+ * find tide's counters and ranges through their weak references, the idle benchmark sees
+ * tide give a freed burst back to the kernel within its idle period, and prodcons
+ * delivers every block in order in each placement (a lost wake-up would hang it).
  */
 #include "config.h"
 
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sched.h>
 
 #include "test_ebizzy_run.h"
 
@@ -205,4 +208,52 @@ Test(bench_idle, tide_purges_while_idle, .timeout = 60)
     cr_expect_geq(peak - idle, 32 * 1024,
                   "RSS-LazyFree fell by only %.0f KiB of a 64 MiB burst:\n%s", peak - idle, r.out);
     run_result_free(&r);
+}
+
+/* ---- bench/prodcons ---- */
+
+static int cpus_allowed(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+static void expect_prodcons_runs(const char *preload)
+{
+    static const char *const placements[] = { "any", "pairs", "split" };
+    for (size_t i = 0; i < sizeof placements / sizeof placements[0]; i++) {
+        if (i > 0 && cpus_allowed() < 2)
+            break; /* pinned placements need 2 CPUs */
+        /* 1% of the work: 400,000 blocks, ~100 batches of each ring, several sleeps. */
+        const char *args[] = { "-w", "1", "-p", placements[i], NULL };
+        struct run_result r;
+        run_bench(&r, PRODCONS_PATH, preload, NULL, args);
+        cr_expect_eq(number(r.out, "blocks"), 400000, "%s", r.out);
+        cr_expect(!strncmp(value_of(r.out, "placement"), placements[i], strlen(placements[i])),
+                  "%s", r.out);
+        double t = number(r.out, "elapsed_s");
+        cr_expect(t > 0 && t < 30, "%s", r.out);
+        cr_expect_gt(number(r.out, "peak_rss_kib"), 0, "%s", r.out);
+        run_result_free(&r);
+    }
+}
+
+Test(bench_prodcons, under_glibc, .timeout = 120) { expect_prodcons_runs(NULL); }
+
+Test(bench_prodcons, under_tide, .timeout = 120) { expect_prodcons_runs(TIDE_LIB); }
+
+Test(bench_prodcons, bad_arguments, .timeout = 10)
+{
+    static const char *const bad[][3] = {
+        { "-p", "sideways", NULL }, { "-w", "0", NULL }, { "extra", NULL, NULL },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = { PRODCONS_PATH, bad[i][0], bad[i][1], NULL };
+        struct run_result r;
+        run_program(&r, argv, NULL, NULL, NULL);
+        cr_expect_eq(r.status, 1, "%s %s: exit %d", bad[i][0], bad[i][1], r.status);
+        cr_expect(strstr(r.err, "prodcons") != NULL || strstr(r.err, "-w") != NULL,
+                  "%s: %s", bad[i][0], r.err);
+        run_result_free(&r);
+    }
 }
