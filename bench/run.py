@@ -1003,8 +1003,14 @@ def machine_description(args):
         pass
     commit = ""
     if shutil.which("git"):
-        commit = subprocess.run(["git", "-C", args.srcdir, "describe", "--always", "--dirty"],
+        commit = subprocess.run(["git", "-C", args.srcdir, "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()
+        # "-dirty" when sources differ from the commit; the results a run writes do not count.
+        changed = subprocess.run(["git", "-C", args.srcdir, "status", "--porcelain", "--",
+                                  ".", ":!bench/results"],
+                                 capture_output=True, text=True).stdout.strip()
+        if commit and changed:
+            commit += "-dirty"
     versions = []
     if shutil.which("dpkg-query"):
         for pkg in ("libc6", "libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0"):
