@@ -3,7 +3,7 @@
 # so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.
 
 bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath \
-	bench/realloc bench/idle
+	bench/realloc bench/idle bench/purge_floor
 noinst_PROGRAMS += $(bench_programs)
 
 # -O2 even if the user's CFLAGS lack it (theirs still come last and win).
@@ -34,6 +34,10 @@ bench_realloc_LDADD = $(bench_ldadd)
 bench_idle_SOURCES = bench/idle.c bench/bench.h $(bench_probe) bench/rng.h
 bench_idle_CFLAGS = $(bench_cflags)
 bench_idle_LDADD = $(bench_ldadd)
+
+bench_purge_floor_SOURCES = bench/purge_floor.c bench/bench.h $(bench_probe)
+bench_purge_floor_CFLAGS = $(bench_cflags)
+bench_purge_floor_LDADD = $(bench_ldadd)
 
 bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
 bench_fastpath_CFLAGS = $(bench_cflags)

@@ -75,6 +75,12 @@ EBIZZY_CONFIGS = [
 ]
 
 
+# bench/purge_floor: the kernel's cost of purging every free with no allocator at all,
+# beside the purge-every-free ebizzy rows (same chunk, 2 threads, same seconds).
+FLOOR_SETTINGS = [("none", "off"), ("dontneed", "off"), ("free", "off"),
+                  ("none", "on"), ("dontneed", "on"), ("free", "on")]
+
+
 class MicroBench:
     def __init__(self, name, argv, key):
         self.name, self.argv, self.key = name, argv, key
@@ -674,6 +680,47 @@ def run_idle(args, runner, variants, bindir):
     return raw, summary
 
 
+def run_floor(args, runner, bindir):
+    """bench/purge_floor in each setting, interleaved round by round; medians."""
+    variant = Variant("no allocator", "floor", None)
+    runs = {k: [] for k in FLOOR_SETTINGS}
+    for rnd in range(1, args.runs + 1):
+        for advice, thp in FLOOR_SETTINGS:
+            argv = [os.path.join(bindir, "purge_floor"), f"--advice={advice}", f"--thp={thp}",
+                    "--threads=2", f"--seconds={args.seconds}"]
+            out = runner.run_timed(argv, variant, "purge_floor", 60)
+            kv = parse_key_values(out) if out is not None else {}
+            rate = float(kv["records_per_s"]) if "records_per_s" in kv else None
+            if rate is not None:
+                runs[(advice, thp)].append(rate)
+            runner.progress(f"purge_floor {'':<11} round {rnd}/{args.runs} "
+                            f"{f'{advice}, thp:{thp}':<28} "
+                            f"{f'{rate:,.0f} records/s' if rate else 'failed'}"
+                            f"{load_text(runner.other_load)}")
+    return [{"advice": a, "thp": t, "runs": len(runs[(a, t)]),
+             "records_per_s": statistics.median(runs[(a, t)]) if runs[(a, t)] else None}
+            for a, t in FLOOR_SETTINGS]
+
+
+def floor_markdown(rows, ebizzy):
+    """Free against dontneed with no allocator, next to tide's purge-every-free rows."""
+    tide = {(tide_conf_of(r).get("purge"), tide_conf_of(r).get("thp", "off")): r["records_per_s"]
+            for r in ebizzy if r["config"] == "purge-every-free" and r["records_per_s"]
+            and r["allocator"].startswith("tide[")}
+    floor = {(r["advice"], r["thp"]): r["records_per_s"] for r in rows}
+    table = []
+    for thp in ("off", "on"):
+        f_none, f_dn, f_fr = (floor.get((a, thp)) for a in ("none", "dontneed", "free"))
+        t_dn, t_fr = tide.get(("dontneed", thp)), tide.get(("free", thp))
+        table.append([f"thp:{thp}", fmt(f_none, ",.0f"), fmt(f_dn, ",.0f"), fmt(f_fr, ",.0f"),
+                      fmt(f_dn and f_fr and f_fr / f_dn, ".2f", "x"),
+                      fmt(t_dn, ",.0f"), fmt(t_fr, ",.0f"),
+                      fmt(t_dn and t_fr and t_fr / t_dn, ".2f", "x")])
+    return md_table(["huge pages", "no allocator: no purge", "dontneed", "free", "free / dontneed",
+                     "tide: purge:dontneed,decay_ms:0", "purge:free,decay_ms:0",
+                     "free / dontneed"], table)
+
+
 def read_callgrind_total(path):
     try:
         with open(path) as f:
@@ -878,7 +925,7 @@ def tide_conf_of(row):
     return dict(kv.split(":", 1) for kv in m.group(1).split(",")) if m else {}
 
 
-def compute_targets(ebizzy, micro, fastpath, realloc):
+def compute_targets(ebizzy, micro, fastpath, realloc, floor=()):
     """[(target, measured, verdict)] from the medians of this run: PASS, FAIL, or n/a
     when a row is missing (or a bound cannot decide).  A verdict drawn from rows during
     which other processes used NOISY of the CPUs or more says "(noisy)"."""
@@ -933,6 +980,10 @@ def compute_targets(ebizzy, micro, fastpath, realloc):
     v = same and best_fr[1]["records_per_s"] / same["records_per_s"]
     others = "".join(f"; thp:{thp}: {fr[thp]['records_per_s'] / dn[thp]['records_per_s']:.2f}x"
                      for thp in sorted(fr) if best_fr and thp != best_fr[0] and thp in dn)
+    fl = {(r["advice"], r["thp"]): r["records_per_s"] for r in floor if r["records_per_s"]}
+    if best_fr and ("free", best_fr[0]) in fl and ("dontneed", best_fr[0]) in fl:
+        others += (f"; with no allocator: {fl[('free', best_fr[0])] / fl[('dontneed', best_fr[0])]:.2f}x"
+                   f" (thp:{best_fr[0]}, bench/purge_floor)")
     check("purge every free: tide purge:free,decay_ms:0 (best variant) ≥ 1.5 × tide "
           "purge:dontneed,decay_ms:0 (same thp)", v, v and v >= 1.5,
           v and f"{v:.2f}x (both thp:{best_fr[0]}: {best_fr[1]['records_per_s']:,.0f} / "
@@ -1084,6 +1135,7 @@ def main():
     do_fastpath = selected(args, "micro", "fastpath") and shutil.which("valgrind")
     modes = [m for m in REALLOC_MODES if selected(args, "realloc", "realloc-" + m.name)]
     do_idle = selected(args, "idle", "idle")
+    do_floor = any(c.purge_row for c, _ in configs)
 
     busy = os.getloadavg()[0]
     if busy > 0.5 * (os.cpu_count() or 1):
@@ -1098,7 +1150,8 @@ def main():
              + len(benches) * len(variants["micro"]) * args.runs
              + (2 * len(variants["micro"]) if do_fastpath else 0)
              + len(modes) * len(variants["realloc"]) * args.runs
-             + (len(variants["idle"]) * args.runs if do_idle else 0))
+             + (len(variants["idle"]) * args.runs if do_idle else 0)
+             + (len(FLOOR_SETTINGS) * args.runs if do_floor else 0))
     print(f"bench: {len(variants['main'])} allocator settings, {args.runs} run(s) each, "
           f"ebizzy -S {args.seconds}{', QUICK' if args.quick else ''}; {total} runs")
     runner = Runner(args, total)
@@ -1113,6 +1166,8 @@ def main():
 
     ebizzy_raw, ebizzy_rows = (timed("ebizzy", lambda: run_ebizzy(args, runner, configs, bindir))
                                if configs else ([], []))
+    floor_rows = (timed("purge_floor", lambda: run_floor(args, runner, bindir))
+                  if do_floor else [])
     micro_raw, micro_rows = (timed("micro", lambda: run_micro(args, runner, benches,
                                                               variants["micro"], bindir))
                              if benches else ([], []))
@@ -1179,7 +1234,12 @@ def main():
     if ebizzy_rows and plot_ebizzy(args, ebizzy_rows, os.path.join(args.results, "ebizzy.png")):
         written.append("ebizzy.png")
 
-    targets = compute_targets(ebizzy_rows, micro_rows, fast_rows, realloc_rows)
+    if floor_rows:
+        write_csv(os.path.join(args.results, "purge_floor.csv"), floor_rows,
+                  ["advice", "thp", "runs", "records_per_s"])
+        written.append("purge_floor.csv")
+
+    targets = compute_targets(ebizzy_rows, micro_rows, fast_rows, realloc_rows, floor_rows)
     md = [f"## Benchmarks ({'QUICK, ' if args.quick else ''}median of {args.runs} run(s))\n",
           machine_description(args) + ".  Produced by `make bench"
           + (" QUICK=1" if args.quick else "") + "` in "
@@ -1192,6 +1252,16 @@ def main():
                   "hides time spent waiting).  madvise calls come from `strace -f -c` in a "
                   "separate 1-second run, or from tide's own counters where marked (tide).\n")
         md.append(ebizzy_markdown(args, ebizzy_rows))
+    if floor_rows:
+        md.append("#### Purging every free with no allocator (`bench/purge_floor`)\n")
+        md.append("What each advice costs the kernel by itself: 2 threads copy 5 MiB into a "
+                  "buffer of their own on a 2 MiB boundary and purge it after every copy (with "
+                  "huge pages only its whole 2 MiB units, as tide does), with no allocator "
+                  "involved, in records (copies) per second.  A record here is not an ebizzy "
+                  "record (no search, one source buffer): compare the ratios, free against "
+                  "dontneed, not the rates.\n")
+        md.append(floor_markdown(floor_rows, ebizzy_rows))
+        md.append("")
     if micro_rows or fast_rows:
         md.append("### Microbenchmarks\n")
         md.append("Times of fixed work" + (" (25%, QUICK)" if args.quick else "") +

@@ -1,5 +1,5 @@
-# Tests of the ebizzy clone (bench/ebizzy) and of bench/realloc, bench/idle and
-# bench/prodcons.
+# Tests of the ebizzy clone (bench/ebizzy) and of bench/realloc, bench/idle,
+# bench/prodcons and bench/purge_floor.
 # They run the real binary as a child process under glibc, tide and the peer allocators
 # installed, and under a stub library that defines tide_stats_get (test_ebizzy_stub).
 
@@ -19,12 +19,13 @@ test_test_ebizzy_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DREALLOC_PATH=\"$(abs_top_builddir)/bench/realloc\" \
 	-DIDLE_PATH=\"$(abs_top_builddir)/bench/idle\" \
 	-DPRODCONS_PATH=\"$(abs_top_builddir)/bench/prodcons\" \
+	-DPURGE_FLOOR_PATH=\"$(abs_top_builddir)/bench/purge_floor\" \
 	-DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\" \
 	-DSTUB_LIB=\"$(abs_top_builddir)/test/.libs/test_ebizzy_stub.so\"
 test_test_ebizzy_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS)
 test_test_ebizzy_LDADD = $(CRITERION_LIBS)
 # The tests run these, so they must be built first (the bench programs are not linked in).
 EXTRA_test_test_ebizzy_DEPENDENCIES = bench/ebizzy bench/realloc bench/idle bench/prodcons \
-	src/libtide.la \
+	bench/purge_floor src/libtide.la \
 	test/test_ebizzy_stub.la
 endif

@@ -1,5 +1,6 @@
 /*
- * test_ebizzy_benches.c - bench/realloc, bench/idle and bench/prodcons really run,
+ * test_ebizzy_benches.c - bench/realloc, bench/idle, bench/prodcons and bench/purge_floor
+ * really run,
  * briefly, under glibc and tide: they exit 0, print every "key value" line run.py reads,
  * find tide's counters and ranges through their weak references, the idle benchmark sees
  * tide give a freed burst back to the kernel within its idle period, and prodcons
@@ -254,6 +255,49 @@ Test(bench_prodcons, bad_arguments, .timeout = 10)
         cr_expect_eq(r.status, 1, "%s %s: exit %d", bad[i][0], bad[i][1], r.status);
         cr_expect(strstr(r.err, "prodcons") != NULL || strstr(r.err, "-w") != NULL,
                   "%s: %s", bad[i][0], r.err);
+        run_result_free(&r);
+    }
+}
+
+/* ---- bench/purge_floor ---- */
+
+Test(bench_purge_floor, every_setting, .timeout = 60)
+{
+    static const char *const advices[] = { "none", "dontneed", "free" };
+    static const char *const thps[] = { "off", "on" };
+    for (size_t a = 0; a < 3; a++)
+        for (size_t t = 0; t < 2; t++) {
+            char advice[32], thp[16];
+            snprintf(advice, sizeof advice, "--advice=%s", advices[a]);
+            snprintf(thp, sizeof thp, "--thp=%s", thps[t]);
+            const char *args[] = { advice, thp, "--threads=2", "--seconds=0.1", NULL };
+            struct run_result r;
+            run_bench(&r, PURGE_FLOOR_PATH, NULL, NULL, args);
+            double rate = number(r.out, "records_per_s"), purges = number(r.out, "purges"),
+                   bytes = number(r.out, "purged_bytes");
+            cr_expect_gt(rate, 0, "%s %s:\n%s", advice, thp, r.out);
+            if (a == 0) {
+                cr_expect_eq(purges, 0, "%s", r.out);
+            } else {
+                cr_expect_gt(purges, 0, "%s", r.out);
+                /* 5 MiB: every page, or with huge pages its 2 whole 2 MiB units. */
+                double per = t ? 4 * MiB : 5 * MiB;
+                cr_expect_eq(bytes, purges * per, "%s %s:\n%s", advice, thp, r.out);
+            }
+            run_result_free(&r);
+        }
+}
+
+Test(bench_purge_floor, bad_arguments, .timeout = 10)
+{
+    static const char *const bad[] = { "--advice=cold", "--thp=maybe", "--threads=0",
+                                       "--seconds=-1", "--chunk=0", "extra" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = { PURGE_FLOOR_PATH, bad[i], NULL };
+        struct run_result r;
+        run_program(&r, argv, NULL, NULL, NULL);
+        cr_expect_eq(r.status, 1, "%s: exit %d", bad[i], r.status);
+        cr_expect(strstr(r.err, "purge_floor") != NULL, "%s: %s", bad[i], r.err);
         run_result_free(&r);
     }
 }
