@@ -157,7 +157,7 @@ def parse_args():
                    help="comma list of: ebizzy, micro, realloc, idle, or "
                         "configuration/benchmark names")
     p.add_argument("--allocs", default="", help="comma list of: " + ", ".join(FAMILIES))
-    p.add_argument("--runs", type=int, help="runs per allocator and configuration (default 3)")
+    p.add_argument("--runs", type=int, help="runs per allocator and configuration (default 5)")
     p.add_argument("--seconds", type=int, help="ebizzy -S (default 1)")
     p.add_argument("--max-load", type=int, default=0, metavar="PERCENT",
                    help=f"retry a timed run (up to {RETRIES} times, {RETRY_PAUSE_S} s apart) when "
@@ -167,7 +167,7 @@ def parse_args():
     args = p.parse_args()
     args.srcdir = args.srcdir or args.builddir
     args.results = args.results or os.path.join(args.builddir, "bench", "results")
-    args.runs = args.runs or (1 if args.quick else 3)
+    args.runs = args.runs or (1 if args.quick else 5)
     args.max_load /= 100
     args.seconds = args.seconds or 1
     if args.runs < 1 or args.seconds < 1:
