@@ -484,9 +484,9 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
     return e;
 }
 
-void extent_free(extent_t *e)
+/* Give E back to the free runs.  Lock held. */
+static void free_locked(extent_t *e, uint64_t now)
 {
-    lock_acquire(&pageheap.lock);
     const range_t *r = extent_range(e);
     if (e->state == EXTENT_SLAB) {
         for (size_t i = 0; i < e->npages; i++)
@@ -500,11 +500,29 @@ void extent_free(extent_t *e)
     bool large = e->state == EXTENT_LARGE;
     size_t npages = e->npages;
     pageheap.npages_active -= npages;
-    insert_free(e, EXTENT_DIRTY, os_now_ns());
+    insert_free(e, EXTENT_DIRTY, now);
     if (large) {
         large_hint = e->addr; /* the merged run's start */
         large_hint_pages = npages;
     }
+}
+
+void extent_free(extent_t *e)
+{
+    lock_acquire(&pageheap.lock);
+    free_locked(e, os_now_ns());
+    lock_release(&pageheap.lock);
+    purge_after_free();
+}
+
+void extent_free_many(extent_t *const *v, unsigned n)
+{
+    if (n == 0)
+        return;
+    uint64_t now = os_now_ns();
+    lock_acquire(&pageheap.lock);
+    for (unsigned i = 0; i < n; i++)
+        free_locked(v[i], now);
     lock_release(&pageheap.lock);
     purge_after_free();
 }

@@ -81,6 +81,9 @@ extent_t *extent_alloc_large(size_t npages, size_t align);
 extent_t *extent_alloc_slab(unsigned cls, unsigned arena);
 /* Give a large block or a slab back: it becomes dirty and may be purged by policy. */
 void extent_free(extent_t *e);
+/* The same for N extents in one round of the page-heap lock (a thread cache's flush of
+ * a large class: one lock round instead of one per block). */
+void extent_free_many(extent_t *const *v, unsigned n);
 /* Grow or shrink large block E in place to NPAGES; false when the pages after it are
  * not free. */
 bool extent_resize(extent_t *e, size_t npages);

@@ -79,11 +79,18 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
             arena_flush_list(rest, cls, "free");
         return;
     }
+    extent_t *batch[64];
+    unsigned n = 0;
     for (void **p = rest; p;) {
         void **next = *p;
-        extent_free(extent_of_block((uintptr_t)p));
+        batch[n++] = extent_of_block((uintptr_t)p);
+        if (n == ARRAY_SIZE(batch)) {
+            extent_free_many(batch, n);
+            n = 0;
+        }
         p = next;
     }
+    extent_free_many(batch, n);
 }
 
 static void tcache_flush_all(tcache_t *tc)
