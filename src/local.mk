@@ -1,7 +1,7 @@
 # src/: libtide itself.
 lib_LTLIBRARIES += src/libtide.la
 src_libtide_la_SOURCES = \
-	src/util.h src/lock.h src/list.h \
+	src/util.h src/lock.h src/lock.c src/list.h \
 	src/os.h src/os.c \
 	src/rbtree.h src/rbtree.c \
 	src/size_class.h \

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -236,6 +237,16 @@ int os_has_dontunmap(void)
     }
     ATOMIC_STORE(&os_dontunmap, ok);
     return ok;
+}
+
+void os_futex_wait(uint32_t *addr, uint32_t val)
+{
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+void os_futex_wake(uint32_t *addr, int n)
+{
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
 uint64_t os_now_ns(void)

@@ -64,6 +64,10 @@ int os_move(uintptr_t src, size_t size, uintptr_t dst);
 int os_has_dontunmap(void);
 
 uint64_t os_now_ns(void);
+/* Sleep while *ADDR == VAL (a spurious return is possible); wake up to N sleepers on ADDR.
+ * Process-private futexes: tide's locks. */
+void os_futex_wait(uint32_t *addr, uint32_t val);
+void os_futex_wake(uint32_t *addr, int n);
 void os_write_stderr(const char *s, size_t n);
 unsigned os_ncpus(void);
 uint64_t os_random_seed(void);

@@ -1,0 +1,26 @@
+/* lock.c - the contended path of tide's lock: spin, then sleep on the futex. */
+#include "lock.h"
+
+#include <stdbool.h>
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+void lock_acquire_slow(lock_t *l)
+{
+    /* Poll without writing (the holder's cache line stays put), take it when free. */
+    for (unsigned i = 0; i < LOCK_SPINS; i++) {
+        cpu_relax();
+        if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 && lock_try(l))
+            return;
+    }
+    /* Sleep: mark the word contended; whoever sets it to 0 from 2 wakes one sleeper. */
+    while (__atomic_exchange_n(&l->word, 2, __ATOMIC_ACQUIRE) != 0)
+        os_futex_wait(&l->word, 2);
+}
