@@ -18,6 +18,14 @@
 
 static unsigned sizes[64], nsizes;
 
+/* The body of a C array of N numbers, 12 a line, then its closing brace. */
+static void print_values(const unsigned *v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        printf("%s%u,", i % 12 ? " " : "\n    ", v[i]);
+    printf("\n};\n");
+}
+
 static unsigned class_of(unsigned s) /* the arithmetic the allocator inlines */
 {
     if (s <= 64)
@@ -57,7 +65,7 @@ int main(void)
     printf("\n};\n\n");
 
     /* Slab size: the fewest pages that hold two regions or more and waste at most 1/16. */
-    unsigned pages[64], nregs[64];
+    unsigned pages[64] = { 0 }, nregs[64] = { 0 };
     for (unsigned i = 0; i < nsmall; i++) {
         unsigned s = sizes[i], p = 1;
         while ((p * PAGE) % s * 16 > p * PAGE || p * PAGE / s < 2)
@@ -67,12 +75,10 @@ int main(void)
         assert(nregs[i] >= 2 && nregs[i] <= MAX_NREGS);
     }
     printf("/* pages per slab, and regions per slab */\nstatic const uint8_t sc_slab_pages[SC_NSMALL] = {");
-    for (unsigned i = 0; i < nsmall; i++)
-        printf("%s%u,", i % 12 ? " " : "\n    ", pages[i]);
-    printf("\n};\nstatic const uint16_t sc_nregs[SC_NSMALL] = {");
-    for (unsigned i = 0; i < nsmall; i++)
-        printf("%s%u,", i % 12 ? " " : "\n    ", nregs[i]);
-    printf("\n};\n\n");
+    print_values(pages, nsmall);
+    printf("static const uint16_t sc_nregs[SC_NSMALL] = {");
+    print_values(nregs, nsmall);
+    printf("\n");
 
     /* off / size == (off * magic) >> 32 for every multiple of size inside a slab. */
     printf("/* ceil(2^32 / size): region index = (offset * magic) >> 32 */\n");
@@ -123,12 +129,10 @@ int main(void)
     }
     printf("/* thread-cache capacity of each class: at start, and at most */\n");
     printf("static const uint16_t sc_tcache_init[SC_NCACHED] = {");
-    for (unsigned i = 0; i < nsizes; i++)
-        printf("%s%u,", i % 12 ? " " : "\n    ", cap_init[i]);
-    printf("\n};\nstatic const uint16_t sc_tcache_max[SC_NCACHED] = {");
-    for (unsigned i = 0; i < nsizes; i++)
-        printf("%s%u,", i % 12 ? " " : "\n    ", cap_limit[i]);
-    printf("\n};\n\n");
+    print_values(cap_init, nsizes);
+    printf("static const uint16_t sc_tcache_max[SC_NCACHED] = {");
+    print_values(cap_limit, nsizes);
+    printf("\n");
 
     printf("/* class of a request of up to SC_LOOKUP_MAX bytes, indexed by (size + 15) >> 4 */\n");
     printf("static const uint8_t sc_lookup[SC_LOOKUP_MAX / 16 + 1] = {");

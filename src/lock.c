@@ -1,8 +1,6 @@
 /* lock.c - the contended path of tide's lock: spin, then sleep on the futex. */
 #include "lock.h"
 
-#include <stdbool.h>
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

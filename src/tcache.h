@@ -3,9 +3,10 @@
  * Each thread keeps, per size class, a singly linked list of free objects threaded
  * through their first word, and a count of the room left.  malloc pops and free
  * pushes with no lock and no system call; a miss grows the class's capacity (up to
- * 128 KiB of objects) and refills half of it, from a transfer cache when another thread
- * has left a batch there, else from the thread's arena; a full cache hands its colder
- * half to the transfer cache in one piece.  A freed object's second
+ * 128 KiB of objects) and takes a whole list from a transfer cache when another thread
+ * has left one there, else a refill from the thread's arena; a full cache keeps its 8
+ * most recent objects and hands the rest to a transfer cache in one piece (a large
+ * class: to the page heap in one lock round).  A freed object's second
  * word holds a per-process key, so that a double free is noticed at once in the
  * common case (as glibc's tcache does). */
 #ifndef TIDE_TCACHE_H
