@@ -9,10 +9,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "tide.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440
+#endif
 
 #define KiB 1024L
 #define MiB_KB 1024L /* 1 MiB in the kB that /proc reports */
@@ -114,6 +123,56 @@ Test(purge, none_keeps_rss, .timeout = 60)
     cr_expect_leq(rss_drop, 16 * MiB_KB, "purge:none dropped VmRSS by %ld kB", rss_drop);
     cr_expect_leq(lazy, 16 * MiB_KB, "purge:none raised LazyFree by %ld kB", lazy);
     cr_expect_leq(field(&o, "vmas_after"), field(&o, "vmas_before"), "freeing raised the VMA count");
+}
+
+/* Whether this kernel has process_madvise (5.10+) for our own process at all. */
+static bool kernel_has_process_madvise(void)
+{
+    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0u);
+    if (fd < 0)
+        return false;
+    long r = syscall(SYS_process_madvise, fd, NULL, 0, MADV_DONTNEED, 0u);
+    close(fd);
+    return r == 0 || errno != ENOSYS;
+}
+
+/* Dirty runs that are not adjacent cannot become one madvise range: they must go to the
+ * kernel many in a call (at most 64 runs a call, purge.c's batch), not a call each. */
+Test(purge, scattered_runs_are_purged_in_batches, .timeout = 60)
+{
+    enum { RUNS = 100, RUN = 1 << 20 };
+    tide_conf_set("purge", "dontneed");
+    tide_conf_set("decay_ms", "-1");
+    static void *run[RUNS], *gap[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        run[i] = malloc(RUN);
+        gap[i] = malloc(RUN); /* stays live: keeps the freed runs apart */
+        cr_assert(run[i] && gap[i]);
+        memset(run[i], 1, RUN);
+    }
+    for (int i = 0; i < RUNS; i++)
+        free(run[i]);
+    tide_stats_t before, after;
+    tide_stats_get(&before, sizeof before);
+    cr_assert_geq(before.dirty, (uint64_t)RUNS * RUN, "decay_ms:-1 keeps the freed runs dirty");
+    tide_purge();
+    tide_stats_get(&after, sizeof after);
+    uint64_t calls = after.process_madvise_calls - before.process_madvise_calls;
+    uint64_t bytes = after.process_madvise_bytes - before.process_madvise_bytes;
+    uint64_t single = after.madvise_calls[0] - before.madvise_calls[0];
+    cr_log_info("%d scattered 1 MiB runs: %lu process_madvise calls (%lu MiB), %lu madvise calls", RUNS,
+                (unsigned long)calls, (unsigned long)(bytes >> 20), (unsigned long)single);
+    cr_expect_eq(after.dirty, 0, "tide_purge() left %lu bytes dirty", (unsigned long)after.dirty);
+    if (!kernel_has_process_madvise()) {
+        cr_expect_geq(single, RUNS, "without process_madvise every run goes to madvise");
+        return;
+    }
+    cr_expect_geq(calls, 2, "%d runs in batches of at most 64 take at least 2 calls", RUNS);
+    cr_expect_leq(calls, 4, "the runs were not batched: %lu process_madvise calls", (unsigned long)calls);
+    cr_expect_geq(bytes, (uint64_t)RUNS * RUN, "process_madvise purged %lu bytes", (unsigned long)bytes);
+    cr_expect_leq(single, 2, "%lu runs went to madvise one by one", (unsigned long)single);
+    for (int i = 0; i < RUNS; i++)
+        free(gap[i]);
 }
 
 /* ---- an idle process gives its memory back ---------------------------------------- */
