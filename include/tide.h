@@ -98,7 +98,9 @@ int tide_check(void);
 /* Test builds only (./configure --enable-fault-injection): after SKIP successful calls,
  * make the next COUNT operating-system calls of kind OP fail with ENOMEM: OP 0 = mapping
  * or growing a range, 1 = purging (madvise/process_madvise), 2 = moving pages (mremap),
- * 3 = healing a moved block (mmap).  Returns 0, or -1 with errno ENOSYS in other builds. */
+ * 3 = healing a moved block (mmap); or behave as an older kernel: 4 = process_madvise
+ * fails with ENOSYS (before Linux 5.10), 5 = process_madvise on PIDFD_SELF fails with
+ * EBADF (before 6.14).  Returns 0, or -1 with errno ENOSYS in other builds. */
 int tide_fault_inject(int op, long skip, long count);
 
 /* The address ranges tide owns: fills up to MAX [lo, hi) pairs, returns how many exist. */

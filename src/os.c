@@ -148,6 +148,15 @@ int os_purge(uintptr_t addr, size_t size, os_advice_t advice)
 
 static long os_process_madvise(const struct iovec *iov, size_t n, int advice)
 {
+    /* Fault injection plays the older kernels that CI's does not: the fallbacks run too. */
+    if (os_fault(OS_OP_NO_PROCESS_MADVISE)) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (os_pmadv_fd == OS_PIDFD_SELF && os_fault(OS_OP_NO_PIDFD_SELF)) {
+        errno = EBADF;
+        return -1;
+    }
     return syscall(SYS_process_madvise, os_pmadv_fd, iov, n, advice, 0u);
 }
 

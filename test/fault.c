@@ -7,6 +7,8 @@
  * NULL with errno ENOMEM (never a crash), a realloc that cannot move pages copies them,
  * a purge that fails leaves the pages dirty, tide_check() passes, the statistics reconcile,
  * and once the faults stop, freeing everything brings tide's counters back: nothing leaks.
+ * Ops 4 and 5 play older kernels (no process_madvise; no PIDFD_SELF): purging must still
+ * purge everything, through madvise or a pidfd of tide's own.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
@@ -23,14 +25,14 @@
 
 #include "tide.h"
 
-enum { F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3 };
+enum { F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_COUNT = 6 };
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
 
 static void arm(int op, long skip, long count) { cr_assert(tide_fault_inject(op, skip, count) == 0); }
 static void disarm(void)
 {
-    for (int op = 0; op < 4; op++)
+    for (int op = 0; op < F_COUNT; op++)
         tide_fault_inject(op, 0, 0);
 }
 
@@ -528,6 +530,76 @@ Test(fault, purge_failure_dontneed_one_run, .timeout = 60) { purge_failure("dont
 Test(fault, purge_failure_dontneed_many_runs, .timeout = 60) { purge_failure("dontneed", true); }
 Test(fault, purge_failure_free_one_run, .timeout = 60) { purge_failure("free", false); }
 Test(fault, purge_failure_free_many_runs, .timeout = 60) { purge_failure("free", true); }
+
+/* ---- older kernels: the purge falls back and still purges everything --------------------- */
+
+/* Whether one of this process's descriptors is a pidfd. */
+static bool holds_a_pidfd(void)
+{
+    char path[64], target[64];
+    for (int fd = 0; fd < 1024; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            if (strstr(target, "pidfd"))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Free N separated 1 MiB runs, purge them with fault OP armed; what the OS layer counted. */
+static void purge_scattered(int op, tide_stats_t *before, tide_stats_t *after)
+{
+    conf("purge", "dontneed");
+    conf("decay_ms", "-1");
+    conf("background", "off");
+    enum { N = 100 };
+    static void *blk[N], *guard[N];
+    for (int i = 0; i < N; i++) {
+        blk[i] = malloc(MiB);
+        guard[i] = malloc(MiB);
+        cr_assert(blk[i] && guard[i]);
+        memset(blk[i], 0x5a, MiB);
+    }
+    for (int i = 0; i < N; i++)
+        free(blk[i]);
+    *before = stats();
+    cr_assert(before->dirty >= N * MiB);
+    arm(op, 0, ALWAYS);
+    size_t purged = tide_purge();
+    disarm();
+    *after = stats();
+    cr_expect(purged >= N * MiB && after->dirty == 0, "purged %zu bytes, %lu left dirty", purged,
+              (unsigned long)after->dirty);
+    heap_ok("after a purge on an older kernel");
+    for (int i = 0; i < N; i++)
+        free(guard[i]);
+}
+
+Test(fault, purge_without_process_madvise_uses_madvise, .timeout = 60)
+{
+    tide_stats_t b, a;
+    purge_scattered(F_NO_PROCESS_MADVISE, &b, &a);
+    uint64_t calls = a.madvise_calls[0] - b.madvise_calls[0];
+    cr_expect(a.process_madvise_calls == b.process_madvise_calls, "process_madvise counted although it failed");
+    cr_expect(calls >= 100, "100 runs took %lu madvise calls", (unsigned long)calls);
+    cr_log_info("without process_madvise: 100 runs purged by %lu madvise calls", (unsigned long)calls);
+}
+
+Test(fault, purge_without_pidfd_self_opens_a_pidfd, .timeout = 60)
+{
+    bool had_pidfd = holds_a_pidfd(); /* (on a kernel before 6.14 an earlier purge opened it) */
+    tide_stats_t b, a;
+    purge_scattered(F_NO_PIDFD_SELF, &b, &a);
+    uint64_t calls = a.process_madvise_calls - b.process_madvise_calls;
+    cr_expect(calls >= 2 && calls <= 4, "100 runs took %lu process_madvise calls", (unsigned long)calls);
+    cr_expect(a.madvise_calls[0] - b.madvise_calls[0] <= 2, "the runs went to madvise one by one");
+    cr_expect(had_pidfd || holds_a_pidfd(), "no pidfd of its own was opened");
+    cr_log_info("without PIDFD_SELF: 100 runs purged by %lu process_madvise calls on an own pidfd",
+                (unsigned long)calls);
+}
 
 /* ---- healing a moved block fails ---------------------------------------------------------- */
 
