@@ -105,8 +105,10 @@ void pageheap_stats(pageheap_stats_t *out);
 
 /* ---- for the purge engine (purge.c) ---- */
 /* Move dirty extents freed at or before OLDER_THAN (ns), oldest first, into OUT (at most
- * MAX of them, at most MAX_PAGES pages in all) and mark them purging.  Lock held. */
-size_t pageheap_take_dirty(uint64_t older_than, extent_t **out, size_t max, size_t max_pages);
+ * MAX of them, at most MAX_PAGES pages in all) and mark them purging.  With WHOLE_UNITS
+ * (huge pages), an extent also takes the rest of a 2 MiB unit it ends in from a clean or
+ * lazy neighbour that holds it, so that the unit can be purged whole.  Lock held. */
+size_t pageheap_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages);
 /* Return purged extents as STATE (lazy or clean), or back to dirty when the purge failed. */
 void pageheap_put_purged(extent_t **ext, size_t n, extent_state_t state);
 /* Return purged extent E whose pages [LO, HI) were purged: that span becomes STATE and

@@ -61,7 +61,7 @@ static size_t purge_run(uint64_t older_than, long policy, bool wait, bool whole)
         extent_t *batch[PURGE_BATCH];
         struct iovec iov[PURGE_BATCH];
         lock_acquire(&pageheap.lock);
-        size_t n = pageheap_take_dirty(older_than, batch, PURGE_BATCH, PURGE_BATCH_PAGES);
+        size_t n = pageheap_take_dirty(older_than, thp, batch, PURGE_BATCH, PURGE_BATCH_PAGES);
         if (n == 0) {
             uint64_t oldest = pageheap_oldest_dirty();
             long decay = ATOMIC_LOAD(&conf.decay_ms);
