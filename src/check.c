@@ -44,7 +44,9 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
             if (e->state < EXTENT_NFREE || e->state == EXTENT_PURGING) {
                 if (tag != PM_TAG_FREE || pm_read(r, extent_end(e) - PAGE) != pm_make(e, PM_TAG_FREE))
                     return check_fail("free run with bad boundary entries", a);
-                if (e->state == prev_free_state)
+                /* Two runs being purged may meet (each took the rest of a 2 MiB unit from
+                 * the clean run between them): they merge when they are put back. */
+                if (e->state == prev_free_state && e->state != EXTENT_PURGING)
                     return check_fail("two adjacent free runs in the same state", a);
                 npages[e->state == EXTENT_PURGING ? EXTENT_DIRTY : e->state] += n;
                 prev_free_state = e->state;
