@@ -14,7 +14,8 @@ bin=${SOAK_BIN:-test/soak}
 # Each purge policy, with and without immediate decay; remap on and off, and a low
 # threshold so that many reallocs move pages (with room for 16 moved blocks, tide_check()
 # running all the while, -C; and for 1);
-# huge pages; and the cacheless, single-arena slow paths.  Then test/soak_fault (see below).
+# huge pages (purging whole 2 MiB units, with tide_check() running all the while once);
+# and the cacheless, single-arena slow paths.  Then test/soak_fault (see below).
 configs="purge:none
 purge:dontneed
 purge:free
@@ -24,6 +25,7 @@ remap:off
 remap:on,remap_threshold:65536,remap_max:16 -C
 remap:on,remap_threshold:65536,remap_max:1,purge:dontneed
 thp:on,purge:dontneed,decay_ms:0
+thp:on,purge:free,decay_ms:0 -C
 tcache:off,arenas:1,background:off"
 
 # The same soak against the fault-injection build, with the OS layer failing at random.
