@@ -1,5 +1,8 @@
-/* lock.c - the contended path of tide's lock: spin, then sleep on the futex. */
+/* lock.c - the contended path of tide's lock: spin, then sleep on the futex.  The caller
+ * (lock_acquire) has counted the lock in tide_locks_held already. */
 #include "lock.h"
+
+__thread unsigned tide_locks_held __attribute__((tls_model("initial-exec")));
 
 static inline void cpu_relax(void)
 {
@@ -15,7 +18,9 @@ void lock_acquire_slow(lock_t *l)
     /* Poll without writing (the holder's cache line stays put), take it when free. */
     for (unsigned i = 0; i < LOCK_SPINS; i++) {
         cpu_relax();
-        if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 && lock_try(l))
+        uint32_t free_word = 0;
+        if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&l->word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
             return;
     }
     /* Sleep: mark the word contended; whoever sets it to 0 from 2 wakes one sleeper. */

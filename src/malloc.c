@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 
 #include "tide.h"
 
@@ -79,10 +80,26 @@ __attribute__((destructor)) static void tide_destructor(void)
         stats_print(0);
 }
 
-/* fork: every lock, in a fixed order (purge, bins, page heap), so the child finds them
- * free and can allocate at once. */
+/* fork.
+ *
+ * In a multithreaded process the prepare handler takes every lock, in a fixed order, so
+ * that the child finds the heap consistent and its locks free and can allocate at once.
+ *
+ * Nothing is taken when the process is single-threaded (glibc's own test: then no other
+ * thread can hold a lock, and fork may be called from a signal handler that interrupted
+ * tide), nor when the forking thread holds one of tide's locks itself, which only a fork
+ * from a signal handler can do.  The child of such a fork may only call
+ * async-signal-safe functions, as POSIX says, so it does not need a consistent heap.
+ * Forks nest (a handler may fork inside a fork handler), so whether each level locked is
+ * kept on a per-thread stack of bits. */
+static __thread uint64_t tide_fork_locked __attribute__((tls_model("initial-exec")));
+
 static void tide_prefork(void)
 {
+    bool lock = !__libc_single_threaded && tide_locks_held == 0 && !tide_booting;
+    tide_fork_locked = tide_fork_locked << 1 | lock;
+    if (!lock)
+        return;
     lock_acquire(&tide_init_lock);
     purge_prefork();
     transfer_lock_all();
@@ -90,8 +107,17 @@ static void tide_prefork(void)
     lock_acquire(&pageheap.lock);
 }
 
+static bool tide_fork_pop(void)
+{
+    bool locked = tide_fork_locked & 1;
+    tide_fork_locked >>= 1;
+    return locked;
+}
+
 static void tide_postfork_parent(void)
 {
+    if (!tide_fork_pop())
+        return;
     lock_release(&pageheap.lock);
     arenas_unlock_all();
     transfer_unlock_all();
@@ -101,13 +127,19 @@ static void tide_postfork_parent(void)
 
 static void tide_postfork_child(void)
 {
+    bool locked = tide_fork_pop();
+    /* Whatever the fork: the ranges' VMAs are inherited, tide's pidfd names the parent,
+     * and the purger thread did not come along. */
     region.inherited = true;
+    os_postfork_child();
+    purge_postfork_child(locked);
+    if (!locked)
+        return;
     lock_init(&pageheap.lock);
     arenas_reinit_locks();
     transfer_reinit_locks();
-    purge_postfork_child();
-    os_postfork_child();
     lock_init(&tide_init_lock);
+    tide_locks_held = 0; /* the ones taken by the prepare handler are free now */
 }
 
 /* ---- blocks: what a pointer is ---------------------------------------------------- */

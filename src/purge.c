@@ -172,9 +172,15 @@ static void bg_start(void)
 static void bg_wake(void)
 {
     if (__atomic_exchange_n(&bg_asleep, 0, __ATOMIC_ACQ_REL)) {
+        /* Counted as one of tide's locks (see lock.h): a fork from a signal handler that
+         * interrupts this must not wait for the mutex. */
+        tide_locks_held++;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
         pthread_mutex_lock(&bg_mutex);
         pthread_cond_signal(&bg_cond);
         pthread_mutex_unlock(&bg_mutex);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        tide_locks_held--;
     }
 }
 
@@ -233,14 +239,16 @@ void purge_postfork_parent(void)
     lock_release(&purge_lock);
 }
 
-void purge_postfork_child(void)
+void purge_postfork_child(bool locked)
 {
     /* The purger thread did not survive the fork: the next free starts another. */
+    ATOMIC_STORE(&bg_state, 0);
+    ATOMIC_STORE(&bg_asleep, 0);
+    if (!locked)
+        return;
     lock_init(&purge_lock);
     pthread_mutex_init(&bg_mutex, NULL);
     purge_init();
-    ATOMIC_STORE(&bg_state, 0);
-    ATOMIC_STORE(&bg_asleep, 0);
 }
 
 void purge_stats(purge_stats_t *out)

@@ -9,6 +9,7 @@
 #ifndef TIDE_PURGE_H
 #define TIDE_PURGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,7 +21,8 @@ size_t purge_all(void);
 
 void purge_prefork(void);
 void purge_postfork_parent(void);
-void purge_postfork_child(void);
+/* LOCKED: the prepare handler took the purge locks (see tide_prefork). */
+void purge_postfork_child(bool locked);
 
 typedef struct purge_stats_s {
     uint64_t passes, purged_bytes;

@@ -62,10 +62,21 @@ test_stress_LDFLAGS = -no-install
 test_stress_LDADD = $(tide_test_ldadd)
 
 test_fork_SOURCES = test/fork.c test/support.h
-test_fork_CPPFLAGS = $(tide_test_cppflags)
+test_fork_CPPFLAGS = $(tide_test_cppflags) -DFORK_PROBE=\"$(abs_top_builddir)/test/fork_probe\"
 test_fork_CFLAGS = $(tide_test_cflags)
 test_fork_LDFLAGS = -no-install
 test_fork_LDADD = $(tide_test_ldadd)
+# the program test/fork runs must be built first
+EXTRA_test_fork_DEPENDENCIES = test/fork_probe$(EXEEXT)
+
+# test/fork runs this: it forks from a signal handler, beside stdio, popen, system,
+# posix_spawn and dlopen threads.
+check_PROGRAMS += test/fork_probe
+test_fork_probe_SOURCES = test/fork_probe.c
+test_fork_probe_CPPFLAGS = $(AM_CPPFLAGS)
+test_fork_probe_CFLAGS = $(AM_CFLAGS) -O2 -g -fno-builtin
+test_fork_probe_LDFLAGS = -no-install
+test_fork_probe_LDADD = src/libtide.la $(PTHREAD_LIBS) -ldl
 
 test_churn_SOURCES = test/churn.c test/support.h
 test_churn_CPPFLAGS = $(tide_test_cppflags)
