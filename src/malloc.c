@@ -84,6 +84,12 @@ __attribute__((destructor)) static void tide_destructor(void)
  *
  * In a multithreaded process the prepare handler takes every lock, in a fixed order, so
  * that the child finds the heap consistent and its locks free and can allocate at once.
+ * glibc's fork takes its stdio list lock after the prepare handlers and before its own
+ * malloc's locks, since a thread holding it may be about to allocate (getdelim does, and
+ * fflush(NULL) holds it while it waits for a FILE whose holder is inside realloc): tide
+ * takes that lock first, as glibc's own malloc in effect does, so the fork waits for
+ * such a thread instead of deadlocking with it.  (It is recursive: glibc takes it again,
+ * unlocks it once in the parent and resets it in the child before the child handlers.)
  *
  * Nothing is taken when the process is single-threaded (glibc's own test: then no other
  * thread can hold a lock, and fork may be called from a signal handler that interrupted
@@ -92,6 +98,9 @@ __attribute__((destructor)) static void tide_destructor(void)
  * async-signal-safe functions, as POSIX says, so it does not need a consistent heap.
  * Forks nest (a handler may fork inside a fork handler), so whether each level locked is
  * kept on a per-thread stack of bits. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+
 static __thread uint64_t tide_fork_locked __attribute__((tls_model("initial-exec")));
 
 static void tide_prefork(void)
@@ -100,6 +109,8 @@ static void tide_prefork(void)
     tide_fork_locked = tide_fork_locked << 1 | lock;
     if (!lock)
         return;
+    if (_IO_list_lock)
+        _IO_list_lock();
     lock_acquire(&tide_init_lock);
     purge_prefork();
     transfer_lock_all();
@@ -123,6 +134,8 @@ static void tide_postfork_parent(void)
     transfer_unlock_all();
     purge_postfork_parent();
     lock_release(&tide_init_lock);
+    if (_IO_list_unlock)
+        _IO_list_unlock();
 }
 
 static void tide_postfork_child(void)

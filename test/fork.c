@@ -400,3 +400,19 @@ Test(fork, from_a_signal_handler_that_interrupted_tide, .timeout = 1200)
     for (size_t i = 0; i < sizeof fork_confs / sizeof *fork_confs; i++)
         run_fork_probe(fork_confs[i], (const char *[]){"sigfork", "1000", NULL}, 1000);
 }
+
+/* fork in one thread, fflush(NULL) in another, getline in a third: glibc bug 19431's
+ * cycle through the stdio list lock, 1,000 forks under every purge policy. */
+Test(fork, beside_fflush_and_getline, .timeout = 1200)
+{
+    for (size_t i = 0; i < 3; i++)
+        run_fork_probe(fork_confs[i], (const char *[]){"stdio", "1000", NULL}, 1000);
+}
+
+/* The same with popen, system, posix_spawn and dlopen running beside it. */
+Test(fork, beside_stdio_popen_system_spawn_and_dlopen, .timeout = 1200)
+{
+    for (size_t i = 0; i < 4; i++)
+        run_fork_probe(fork_confs[i],
+                       (const char *[]){"stdio", "1000", "popen", "system", "spawn", "dlopen=libm.so.6", NULL}, 1000);
+}
