@@ -370,10 +370,8 @@ TIDE_EXPORT void *tide_aligned_alloc(size_t align, size_t size) { return tide_me
 TIDE_EXPORT int tide_posix_memalign(void **memptr, size_t align, size_t size)
 {
     if (!IS_POW2(align) || align % sizeof(void *) != 0)
-        return EINVAL;
-    int saved = errno;
-    void *p = aligned_alloc_impl(align, size);
-    errno = saved;
+        return EINVAL; /* errno untouched, as glibc's */
+    void *p = aligned_alloc_impl(align, size); /* ENOMEM in errno too, as glibc's */
     if (!p)
         return ENOMEM;
     *memptr = p;

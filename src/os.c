@@ -1,8 +1,8 @@
 /* os.c - every system call tide makes.
  *
  * Contract (see os.h): return 0 or an errno value, count what was done, never
- * allocate.  Failures other than ENOMEM/EEXIST are returned too; the layers above
- * decide whether they are fatal. */
+ * allocate, and leave errno as the caller had it.  Failures other than ENOMEM/EEXIST
+ * are returned too; the layers above decide whether they are fatal. */
 #include "os.h"
 
 #include <errno.h>
@@ -40,6 +40,14 @@
 
 os_counters_t os_counters;
 
+/* Every primitive starts with OS_KEEP_ERRNO: the calls below fail, or return EAGAIN, on
+ * paths where the tide call that made them succeeds (a futex word that changed before
+ * the wait, a place already taken while the range grows, a probe), and a successful
+ * malloc or free must not change errno (glibc >= 2.33 promises it for free).  Failures
+ * travel up as return values; the entry points set errno where glibc does. */
+static inline void os_errno_restore(const int *saved) { errno = *saved; }
+#define OS_KEEP_ERRNO const int os_saved_errno __attribute__((cleanup(os_errno_restore), unused)) = errno
+
 static int os_dontunmap = -1;       /* -1 unknown, 0 no, 1 yes */
 static int os_pmadv_fd = OS_PIDFD_SELF;
 static int os_pmadv_state;          /* 0 untried, 1 works, -1 unavailable */
@@ -69,6 +77,7 @@ static bool os_fault(os_op_t op)
 
 void os_init(void)
 {
+    OS_KEEP_ERRNO;
     /* The page map's shift is a compile-time constant. */
     unsigned long pg = getauxval(AT_PAGESZ);
     if (pg && pg != PAGE) {
@@ -80,6 +89,7 @@ void os_init(void)
 
 void os_postfork_child(void)
 {
+    OS_KEEP_ERRNO;
     /* A pidfd opened by the parent names the parent. */
     if (os_pmadv_fd >= 0) {
         close(os_pmadv_fd);
@@ -90,6 +100,7 @@ void os_postfork_child(void)
 
 int os_map_at(uintptr_t addr, size_t size)
 {
+    OS_KEEP_ERRNO;
     if (os_fault(OS_OP_MAP))
         return ENOMEM;
     void *p = mmap((void *)addr, size, OS_PROT, OS_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -106,6 +117,7 @@ int os_map_at(uintptr_t addr, size_t size)
 
 int os_map_anywhere(size_t size, size_t align, uintptr_t *out)
 {
+    OS_KEEP_ERRNO;
     if (os_fault(OS_OP_MAP))
         return ENOMEM;
     size_t len = size + align;
@@ -127,6 +139,7 @@ int os_map_anywhere(size_t size, size_t align, uintptr_t *out)
 
 int os_map_over(uintptr_t addr, size_t size)
 {
+    OS_KEEP_ERRNO;
     if (os_fault(OS_OP_HEAL))
         return ENOMEM;
     void *p = mmap((void *)addr, size, OS_PROT, OS_FLAGS | MAP_FIXED, -1, 0);
@@ -136,6 +149,7 @@ int os_map_over(uintptr_t addr, size_t size)
 
 int os_purge(uintptr_t addr, size_t size, os_advice_t advice)
 {
+    OS_KEEP_ERRNO;
     if (os_fault(OS_OP_PURGE))
         return ENOMEM;
     int r = madvise((void *)addr, size, os_advice_value[advice]);
@@ -162,6 +176,7 @@ static long os_process_madvise(const struct iovec *iov, size_t n, int advice)
 
 int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice)
 {
+    OS_KEEP_ERRNO;
     if (n == 0)
         return 0;
     if (n == 1)
@@ -214,6 +229,7 @@ int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice)
 
 int os_hugepage(uintptr_t addr, size_t size)
 {
+    OS_KEEP_ERRNO;
     int r = madvise((void *)addr, size, MADV_HUGEPAGE);
     ATOMIC_ADD(&os_counters.madvise_calls[OS_ADV_HUGEPAGE], 1);
     if (r == 0)
@@ -223,6 +239,7 @@ int os_hugepage(uintptr_t addr, size_t size)
 
 int os_move(uintptr_t src, size_t size, uintptr_t dst)
 {
+    OS_KEEP_ERRNO;
     if (os_fault(OS_OP_MOVE))
         return ENOMEM;
     void *p = mremap((void *)src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, (void *)dst);
@@ -232,6 +249,7 @@ int os_move(uintptr_t src, size_t size, uintptr_t dst)
 
 int os_has_dontunmap(void)
 {
+    OS_KEEP_ERRNO;
     int known = ATOMIC_LOAD(&os_dontunmap);
     if (known >= 0)
         return known;
@@ -250,16 +268,19 @@ int os_has_dontunmap(void)
 
 void os_futex_wait(uint32_t *addr, uint32_t val)
 {
+    OS_KEEP_ERRNO;
     syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
 }
 
 void os_futex_wake(uint32_t *addr, int n)
 {
+    OS_KEEP_ERRNO;
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
 uint64_t os_now_ns(void)
 {
+    OS_KEEP_ERRNO;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -267,6 +288,7 @@ uint64_t os_now_ns(void)
 
 void os_write_stderr(const char *s, size_t n)
 {
+    OS_KEEP_ERRNO;
     while (n > 0) {
         ssize_t w = write(STDERR_FILENO, s, n);
         if (w < 0 && errno == EINTR)
@@ -280,6 +302,7 @@ void os_write_stderr(const char *s, size_t n)
 
 unsigned os_ncpus(void)
 {
+    OS_KEEP_ERRNO;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
         int n = CPU_COUNT(&set);
@@ -292,6 +315,7 @@ unsigned os_ncpus(void)
 
 uint64_t os_random_seed(void)
 {
+    OS_KEEP_ERRNO;
     uint64_t seed = 0;
     const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
     if (r)
@@ -301,6 +325,7 @@ uint64_t os_random_seed(void)
 
 size_t os_resident(uintptr_t addr, size_t size)
 {
+    OS_KEEP_ERRNO;
     unsigned char vec[4096];
     size_t resident = 0;
     for (size_t off = 0; off < size;) {
@@ -316,6 +341,7 @@ size_t os_resident(uintptr_t addr, size_t size)
 
 long os_read_file(const char *path, char *buf, size_t cap)
 {
+    OS_KEEP_ERRNO;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -358,6 +384,7 @@ static bool os_maps_line_overlaps(const char *line, uintptr_t lo, uintptr_t hi)
 
 long os_count_vmas(uintptr_t lo, uintptr_t hi)
 {
+    OS_KEEP_ERRNO;
     /* Stream /proc/self/maps through a stack buffer: the file can be large.  Only the
      * start of a line matters, so the tail of an overlong line is skipped. */
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -396,6 +423,7 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
 
 long os_smaps_rollup_kb(const char *field)
 {
+    OS_KEEP_ERRNO;
     char buf[4096];
     if (os_read_file("/proc/self/smaps_rollup", buf, sizeof buf) <= 0)
         return -1;

@@ -1,7 +1,7 @@
 /* os.h - the OS layer: the only module that makes system calls.
  *
- * Every primitive returns 0 on success or an errno value; ENOMEM is the one failure
- * the allocator above expects and recovers from.  Each call is counted for the
+ * Every primitive returns 0 on success or an errno value, and leaves errno itself as
+ * it found it; ENOMEM is the one failure the allocator above expects and recovers from.  Each call is counted for the
  * statistics.  A build with --enable-fault-injection lets tests make chosen calls fail. */
 #ifndef TIDE_OS_H
 #define TIDE_OS_H

@@ -116,6 +116,8 @@ static size_t purge_run(uint64_t older_than, long policy, bool wait, bool whole)
 static void *bg_main(void *arg)
 {
     (void)arg;
+    /* Named by itself (a prctl): naming another thread writes to /proc/self/task/TID/comm. */
+    pthread_setname_np(pthread_self(), "tide-purge");
     pthread_mutex_lock(&bg_mutex);
     for (;;) {
         long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
@@ -156,17 +158,19 @@ static void bg_start(void)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    /* This runs inside a free(), which must leave errno alone: a failed stack mmap in
+     * pthread_create sets it. */
+    int saved_errno = errno;
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 * 1024);
-    if (pthread_create(&t, &attr, bg_main, NULL) == 0)
-        pthread_setname_np(t, "tide-purge");
-    else
+    if (pthread_create(&t, &attr, bg_main, NULL) != 0)
         ATOMIC_STORE(&bg_state, 0);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved_errno;
 }
 
 static void bg_wake(void)

@@ -568,8 +568,12 @@ static void purge_scattered(int op, tide_stats_t *before, tide_stats_t *after)
     *before = stats();
     cr_assert(before->dirty >= N * MiB);
     arm(op, 0, ALWAYS);
+    errno = 4242;
     size_t purged = tide_purge();
+    int err = errno;
     disarm();
+    /* The failed call that made tide fall back is tide's business, not the caller's. */
+    cr_expect(err == 4242, "tide_purge() succeeded but changed errno to %d (%s)", err, strerror(err));
     *after = stats();
     cr_expect(purged >= N * MiB && after->dirty == 0, "purged %zu bytes, %lu left dirty", purged,
               (unsigned long)after->dirty);
@@ -715,4 +719,86 @@ Test(fault, heal_failure_on_shrink_keeps_the_vma_bound, .timeout = 60)
     free(blocker);
     free_fillers();
     heap_ok("at the end");
+}
+
+/* ---- the OS layer keeps errno --------------------------------------------------------------- */
+
+/* Every primitive of src/os.c, called directly (this program links tide's objects) with
+ * arguments that make its system call fail, and with ones that succeed: it returns what
+ * happened and leaves errno as it was.  A futex wait on a word that no longer holds the
+ * value is what a contended lock meets (EAGAIN); an EEXIST is what range growth meets. */
+#include "os.h"
+#include <sys/mman.h>
+
+#define KEEP_ERRNO(call)                                                                            \
+    do {                                                                                            \
+        errno = 4242;                                                                               \
+        call;                                                                                       \
+        int e_ = errno;                                                                             \
+        cr_expect(e_ == 4242, "%s changed errno to %d (%s)", #call, e_, strerror(e_));              \
+    } while (0)
+
+Test(fault, os_primitives_keep_errno, .timeout = 60)
+{
+    free(malloc(1)); /* tide is up */
+    uint32_t word = 0;
+    KEEP_ERRNO(os_futex_wait(&word, 1)); /* EAGAIN: the word is not 1 */
+    KEEP_ERRNO(os_futex_wake(&word, 1));
+    KEEP_ERRNO(os_futex_wake((uint32_t *)(uintptr_t)8, 1)); /* EFAULT */
+
+    /* A page of our own, and a hole (mapped, then unmapped) beside it. */
+    char *pg = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(pg != MAP_FAILED);
+    uintptr_t mine = (uintptr_t)pg, hole = (uintptr_t)pg + PAGE;
+    munmap((void *)hole, PAGE);
+    int r;
+    KEEP_ERRNO(r = os_map_at(mine, PAGE));
+    cr_expect(r == EEXIST, "os_map_at over a mapping: %d", r);
+    KEEP_ERRNO(r = os_map_at(hole, PAGE));
+    cr_expect(r == 0, "os_map_at in a hole: %d", r);
+    KEEP_ERRNO(r = os_map_over(hole, PAGE));
+    cr_expect(r == 0);
+    munmap((void *)hole, PAGE);
+    KEEP_ERRNO(r = os_map_over(mine + 1, PAGE)); /* EINVAL: unaligned */
+    cr_expect(r != 0);
+    uintptr_t out;
+    KEEP_ERRNO(r = os_map_anywhere((size_t)1 << 62, PAGE, &out)); /* ENOMEM */
+    cr_expect(r == ENOMEM);
+    KEEP_ERRNO(r = os_map_anywhere(PAGE, 2 * MiB, &out));
+    cr_expect(r == 0);
+    if (r == 0)
+        munmap((void *)out, PAGE);
+    KEEP_ERRNO(r = os_purge(hole, PAGE, OS_ADV_DONTNEED)); /* ENOMEM: nothing mapped */
+    cr_expect(r != 0);
+    KEEP_ERRNO(r = os_purge(mine, PAGE, OS_ADV_FREE));
+    cr_expect(r == 0);
+    struct iovec bad[2] = {{(void *)hole, PAGE}, {(void *)(hole + 64 * PAGE), PAGE}};
+    KEEP_ERRNO(r = os_purge_vec(bad, 2, OS_ADV_DONTNEED));
+    cr_expect(r != 0);
+    KEEP_ERRNO(r = os_hugepage(mine + 1, PAGE)); /* EINVAL */
+    cr_expect(r != 0);
+    KEEP_ERRNO(r = os_move(hole, PAGE, mine)); /* nothing to move */
+    cr_expect(r != 0);
+    KEEP_ERRNO(os_has_dontunmap());
+    KEEP_ERRNO(os_resident(hole, PAGE)); /* mincore: ENOMEM */
+    char buf[64];
+    long n;
+    KEEP_ERRNO(n = os_read_file("/nonexistent/tide", buf, sizeof buf)); /* ENOENT */
+    cr_expect(n == -1);
+    KEEP_ERRNO(n = os_read_file("/proc/self/stat", buf, sizeof buf));
+    cr_expect(n > 0);
+    KEEP_ERRNO(os_count_vmas(mine, mine + PAGE));
+    KEEP_ERRNO(os_smaps_rollup_kb("NoSuchField"));
+    KEEP_ERRNO(os_now_ns());
+    KEEP_ERRNO(os_ncpus());
+    KEEP_ERRNO(os_random_seed());
+    KEEP_ERRNO(os_init());
+    /* write(2) to a closed stderr: EBADF */
+    fflush(stderr);
+    int saved = dup(2);
+    close(2);
+    KEEP_ERRNO(os_write_stderr("x\n", 2));
+    dup2(saved, 2);
+    close(saved);
+    munmap(pg, PAGE);
 }

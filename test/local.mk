@@ -39,7 +39,7 @@ test/alloc_mode.h: FORCE
 FORCE:
 
 if HAVE_CRITERION
-tide_suites = test/api test/misuse test/stress test/fork test/churn test/preload test/vma
+tide_suites = test/api test/misuse test/stress test/fork test/churn test/preload test/vma test/compat
 check_PROGRAMS += $(tide_suites)
 TESTS += $(tide_suites)
 
@@ -97,6 +97,20 @@ test_vma_CPPFLAGS = $(tide_test_cppflags)
 test_vma_CFLAGS = $(tide_test_cflags)
 test_vma_LDFLAGS = -no-install
 test_vma_LDADD = $(tide_test_ldadd)
+
+test_compat_SOURCES = test/compat.c test/support.h
+test_compat_CPPFLAGS = $(tide_test_cppflags) -DERRNO_PROBE=\"$(abs_top_builddir)/test/errno_probe$(EXEEXT)\"
+test_compat_CFLAGS = $(tide_test_cflags)
+test_compat_LDFLAGS = -no-install
+test_compat_LDADD = $(tide_test_ldadd)
+# the probe must be built before test/compat runs
+EXTRA_test_compat_DEPENDENCIES = test/errno_probe$(EXEEXT)
+
+# test/compat runs it with glibc's malloc and with libtide preloaded: never linked with libtide.
+check_PROGRAMS += test/errno_probe
+test_errno_probe_SOURCES = test/errno_probe.c
+test_errno_probe_CFLAGS = $(AM_CFLAGS) -O2 -g -fno-builtin -Wno-alloc-size-larger-than
+test_errno_probe_LDFLAGS = -no-install
 
 # The probe test/preload preloads beside libtide: it records, in every process started,
 # which library serves malloc and whether a fresh malloc lies inside tide_ranges().

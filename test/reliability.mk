@@ -74,7 +74,7 @@ if HAVE_CRITERION
 check_PROGRAMS += test/fault
 TESTS += test/fault
 test_fault_SOURCES = test/fault.c
-test_fault_CPPFLAGS = $(rel_cppflags)
+test_fault_CPPFLAGS = $(rel_cppflags) -I$(top_srcdir)/src -I$(top_builddir)/src
 test_fault_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
 test_fault_LDFLAGS = $(rel_ldflags)
 test_fault_LDADD = test/libtide_fault.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
