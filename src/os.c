@@ -48,6 +48,14 @@ os_counters_t os_counters;
 static inline void os_errno_restore(const int *saved) { errno = *saved; }
 #define OS_KEEP_ERRNO const int os_saved_errno __attribute__((cleanup(os_errno_restore), unused)) = errno
 
+/* Files through raw system calls: libc's open, read, write and close are cancellation
+ * points, and no malloc function may act on a pending cancel (glibc's never does).
+ * syscall() itself is not one. */
+static int os_sys_open(const char *path) { return (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC); }
+static long os_sys_read(int fd, void *buf, size_t n) { return syscall(SYS_read, fd, buf, n); }
+static long os_sys_write(int fd, const void *buf, size_t n) { return syscall(SYS_write, fd, buf, n); }
+static void os_sys_close(int fd) { syscall(SYS_close, fd); }
+
 static int os_dontunmap = -1;       /* -1 unknown, 0 no, 1 yes */
 static int os_pmadv_fd = OS_PIDFD_SELF;
 static int os_pmadv_state;          /* 0 untried, 1 works, -1 unavailable */
@@ -92,7 +100,7 @@ void os_postfork_child(void)
     OS_KEEP_ERRNO;
     /* A pidfd opened by the parent names the parent. */
     if (os_pmadv_fd >= 0) {
-        close(os_pmadv_fd);
+        os_sys_close(os_pmadv_fd);
         os_pmadv_fd = OS_PIDFD_SELF;
         os_pmadv_state = 0;
     }
@@ -195,11 +203,10 @@ int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice)
                 bytes += iov[done + i].iov_len;
             long r = os_process_madvise(iov + done, k, os_advice_value[advice]);
             if (r < 0 && errno == EBADF && os_pmadv_fd == OS_PIDFD_SELF) {
-                /* No PIDFD_SELF before 6.14: open a pidfd of our own process. */
+                /* No PIDFD_SELF before 6.14: open a pidfd of our own process (the kernel
+                 * sets close-on-exec on it). */
                 int fd = (int)syscall(SYS_pidfd_open, getpid(), 0u);
                 if (fd >= 0) {
-                    int flags = fcntl(fd, F_GETFD);
-                    fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
                     os_pmadv_fd = fd;
                     r = os_process_madvise(iov + done, k, os_advice_value[advice]);
                 }
@@ -290,7 +297,7 @@ void os_write_stderr(const char *s, size_t n)
 {
     OS_KEEP_ERRNO;
     while (n > 0) {
-        ssize_t w = write(STDERR_FILENO, s, n);
+        long w = os_sys_write(STDERR_FILENO, s, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -342,19 +349,19 @@ size_t os_resident(uintptr_t addr, size_t size)
 long os_read_file(const char *path, char *buf, size_t cap)
 {
     OS_KEEP_ERRNO;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = os_sys_open(path);
     if (fd < 0)
         return -1;
     size_t len = 0;
     while (len + 1 < cap) {
-        ssize_t r = read(fd, buf + len, cap - 1 - len);
+        long r = os_sys_read(fd, buf + len, cap - 1 - len);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             break;
         len += (size_t)r;
     }
-    close(fd);
+    os_sys_close(fd);
     buf[len] = '\0';
     return (long)len;
 }
@@ -387,7 +394,7 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
     OS_KEEP_ERRNO;
     /* Stream /proc/self/maps through a stack buffer: the file can be large.  Only the
      * start of a line matters, so the tail of an overlong line is skipped. */
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = os_sys_open("/proc/self/maps");
     if (fd < 0)
         return -1;
     char buf[4096];
@@ -395,7 +402,7 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
     long count = 0;
     bool in_tail = false;
     for (;;) {
-        ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+        long r = os_sys_read(fd, buf + have, sizeof buf - 1 - have);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -417,7 +424,7 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
         memmove(buf, buf + i, have - i);
         have -= i;
     }
-    close(fd);
+    os_sys_close(fd);
     return count;
 }
 

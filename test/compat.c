@@ -1,6 +1,6 @@
 /*
  * compat.c - what a caller of the malloc family can observe beside the memory itself,
- * against glibc 2.36: errno.
+ * against glibc 2.36: errno and thread cancellation.
  *
  * - errno on failure: test/errno_probe (not linked with libtide) runs a table of failing
  *   and succeeding calls of every entry point once with glibc's malloc and once with
@@ -9,6 +9,8 @@
  *   free() preserves it whatever happens.  tide's own system calls fail or return
  *   EAGAIN on paths where the tide call succeeds (a contended lock's futex wait, a place
  *   already taken while the range grows); none of that may reach the caller.
+ * - cancellation: no glibc malloc function is a cancellation point, so no tide call may
+ *   act on a pending cancel, although some read /proc and write to stderr.
  */
 #include "support.h"
 
@@ -419,4 +421,119 @@ Test(compat, contended_locks_keep_errno, .timeout = 300)
         set("decay_ms", "1000");
     }
     cr_assert_eq(tt_heap_check(), 0);
+}
+
+/* ==================================================================================== */
+/* Cancellation                                                                          */
+/* ==================================================================================== */
+
+/* For each function that reads /proc, writes to stderr or takes locks, a thread whose
+ * cancel is pending (deferred) calls it: it must return, and the thread is cancelled only
+ * at its own pthread_testcancel(). */
+static void c_malloc_stats(void) { malloc_stats(); }
+static void c_mallinfo2(void) { (void)mallinfo2(); }
+static void c_malloc_trim(void) { (void)malloc_trim(0); }
+static void c_alloc(void) { free(realloc(calloc(1, 200000), 5 * MiB)); }
+static void c_free(void) { free(malloc(3 * MiB)); }
+#ifndef TIDE_TEST_GLIBC
+static void c_tide_malloc_stats(void) { tide_malloc_stats(); }
+static void c_stats_print_text(void) { tide_stats_print(0); }
+static void c_stats_print_json(void) { tide_stats_print(1); }
+static void c_stats_get(void)
+{
+    tide_stats_t s;
+    (void)tide_stats_get(&s, sizeof s);
+}
+static void c_purge(void) { (void)tide_purge(); }
+static void c_check(void) { (void)tide_check(); }
+static void c_conf_bad_value(void) { (void)tide_conf_set("purge", "sometimes"); }
+static void c_conf_bad_key(void) { (void)tide_conf_set("no_such_key", "1"); }
+static void c_free_purging(void)
+{
+    tide_conf_set("decay_ms", "0");
+    free(malloc(3 * MiB));
+    tide_conf_set("decay_ms", "1000");
+}
+#endif
+
+static const struct cancel_case {
+    const char *name;
+    void (*fn)(void);
+    const char *prints; /* on stderr, or NULL */
+} cancel_cases[] = {
+#ifndef TIDE_TEST_GLIBC
+    {"malloc_stats()", c_malloc_stats, "tide statistics\n"},
+#else
+    {"malloc_stats()", c_malloc_stats, "Arena 0:"},
+#endif
+    {"mallinfo2()", c_mallinfo2, NULL},
+    {"malloc_trim(0)", c_malloc_trim, NULL},
+    {"calloc, realloc, free", c_alloc, NULL},
+    {"free()", c_free, NULL},
+#ifndef TIDE_TEST_GLIBC
+    {"tide_malloc_stats()", c_tide_malloc_stats, "tide statistics\n"},
+    {"tide_stats_print(0)", c_stats_print_text, "tide statistics\n"},
+    {"tide_stats_print(1)", c_stats_print_json, "{\"mapped\":"},
+    {"tide_stats_get()", c_stats_get, NULL},
+    {"tide_purge()", c_purge, NULL},
+    {"tide_check()", c_check, NULL},
+    {"tide_conf_set() with a bad value", c_conf_bad_value, "TIDE_CONF: bad value 'sometimes' for purge"},
+    {"tide_conf_set() with an unknown key", c_conf_bad_key, "TIDE_CONF: unknown key 'no_such_key'"},
+    {"free() with decay_ms:0", c_free_purging, NULL},
+#endif
+};
+
+static int cancel_returned; /* the call returned */
+
+static void *cancel_victim(void *arg)
+{
+    const struct cancel_case *c = arg;
+    free(malloc(3 * MiB)); /* something to purge */
+    pthread_cancel(pthread_self());
+    c->fn();
+    __atomic_store_n(&cancel_returned, 1, __ATOMIC_RELAXED);
+    pthread_testcancel();
+    return NULL; /* not reached */
+}
+
+Test(compat, no_call_acts_on_a_pending_cancel, .timeout = 60)
+{
+    char report[4096] = "";
+    size_t bad = 0, ncases = sizeof cancel_cases / sizeof *cancel_cases;
+    for (size_t i = 0; i < ncases; i++) {
+        const struct cancel_case *c = &cancel_cases[i];
+        char errpath[] = "/tmp/tide-compat-cancel-XXXXXX";
+        int efd = mkstemp(errpath);
+        cr_assert(efd >= 0);
+        fflush(stderr);
+        int saved = dup(2);
+        dup2(efd, 2);
+        close(efd);
+        __atomic_store_n(&cancel_returned, 0, __ATOMIC_RELAXED);
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, cancel_victim, (void *)c), 0);
+        void *ret = NULL;
+        pthread_join(t, &ret);
+        dup2(saved, 2);
+        close(saved);
+        char *err = tt_read_file(errpath, NULL);
+        unlink(errpath);
+        cr_assert(err);
+        size_t len = strlen(report);
+        if (!__atomic_load_n(&cancel_returned, __ATOMIC_RELAXED)) {
+            bad++;
+            snprintf(report + len, sizeof report - len, "\n  %s acted on the cancel (it did not return)", c->name);
+        } else if (ret != PTHREAD_CANCELED) {
+            bad++;
+            snprintf(report + len, sizeof report - len, "\n  %s: pthread_testcancel() did not cancel", c->name);
+        } else if (c->prints && !strstr(err, c->prints)) {
+            bad++;
+            snprintf(report + len, sizeof report - len, "\n  %s returned without printing \"%s\" (stderr: %.200s)",
+                     c->name, c->prints, err);
+        }
+        free(err);
+    }
+    cr_assert_eq(bad, 0, "%zu of %zu calls failed with a cancel pending:%s", bad, ncases, report);
+    tt_report("compat: %zu calls with a cancel pending returned, and printed what they print", ncases);
+    cr_assert_eq(tt_heap_check(), 0, "the heap is not sound after the cancelled threads");
 }

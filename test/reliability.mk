@@ -107,7 +107,7 @@ CLEANFILES += test/fuzz/fuzz_conf test/fuzz/fuzz_api test/fuzz/tide_malloc.o tes
 test/fuzz/fuzz_conf: $(srcdir)/test/fuzz/fuzz_conf.c $(srcdir)/src/conf.c $(srcdir)/src/report.c $(srcdir)/src/os.c \
 		src/size_classes.h
 	@$(MKDIR_P) test/fuzz
-	$(AM_V_CCLD)$(FUZZ_CC) $(FUZZ_CFLAGS) -Wl,--wrap=write -o $@ $(srcdir)/test/fuzz/fuzz_conf.c \
+	$(AM_V_CCLD)$(FUZZ_CC) $(FUZZ_CFLAGS) -Wl,--wrap=os_write_stderr -o $@ $(srcdir)/test/fuzz/fuzz_conf.c \
 		$(srcdir)/src/conf.c $(srcdir)/src/report.c $(srcdir)/src/os.c
 
 test/fuzz/tide_malloc.o: $(srcdir)/src/malloc.c src/size_classes.h

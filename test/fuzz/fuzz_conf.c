@@ -3,8 +3,9 @@
  * Each input, NUL-terminated, is parsed as TIDE_CONF is at start-up; then every field of
  * conf must lie in its documented range, every key must read back with conf_get() and set
  * again to the same value, and every line conf.c writes must be one whole line of at most
- * 512 bytes.  Linked with src/conf.c, src/report.c and src/os.c only; write() is wrapped
- * (-Wl,--wrap=write) so that the warnings are checked, not printed. */
+ * 512 bytes.  Linked with src/conf.c, src/report.c and src/os.c only; os_write_stderr() is
+ * wrapped (-Wl,--wrap=os_write_stderr: it makes a raw system call, no write() to wrap)
+ * so that the warnings are checked, not printed. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,17 +17,16 @@
 static conf_t defaults;
 static int have_defaults, capturing;
 
-ssize_t __real_write(int fd, const void *buf, size_t n);
-ssize_t __wrap_write(int fd, const void *buf, size_t n)
+void __real_os_write_stderr(const char *s, size_t n);
+void __wrap_os_write_stderr(const char *s, size_t n)
 {
-    if (capturing && fd == 2) {
-        const char *s = buf;
+    if (capturing) {
         /* report_line(): "tide: " ... "\n", at most 512 bytes; conf_print_help(): its lines. */
         if (n == 0 || n > 512 || s[n - 1] != '\n')
             abort();
-        return (ssize_t)n;
+        return;
     }
-    return __real_write(fd, buf, n);
+    __real_os_write_stderr(s, n);
 }
 
 static void in_range(long v, long lo, long hi)
