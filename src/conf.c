@@ -231,7 +231,9 @@ void conf_init(void)
 {
     extern char **environ;
     static const char var[] = "TIDE_CONF=";
-    if (!environ)
+    /* In a setuid or setgid program TIDE_CONF is the caller's, not the program's: it is
+     * ignored, silently (no warning, no help), as glibc ignores its tunables there. */
+    if (!environ || os_secure())
         return;
     for (char **e = environ; *e; e++) {
         if (strncmp(*e, var, sizeof var - 1) == 0) {

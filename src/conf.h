@@ -27,7 +27,8 @@ typedef struct conf_s {
 
 extern conf_t conf;
 
-/* Parse TIDE_CONF from the environment (no getenv: it may run before libc is ready). */
+/* Parse TIDE_CONF from the environment (no getenv: it may run before libc is ready);
+ * nothing in a setuid or setgid program (AT_SECURE). */
 void conf_init(void);
 /* Parse one "key:value,..." string; warnings for bad entries.  Returns bad entries. */
 int conf_parse(const char *s, bool at_start);

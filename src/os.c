@@ -320,6 +320,12 @@ unsigned os_ncpus(void)
     return n > 0 ? (unsigned)n : 1;
 }
 
+bool os_secure(void)
+{
+    OS_KEEP_ERRNO;
+    return getauxval(AT_SECURE) != 0;
+}
+
 uint64_t os_random_seed(void)
 {
     OS_KEEP_ERRNO;

@@ -73,6 +73,9 @@ void os_futex_wake(uint32_t *addr, int n);
 void os_write_stderr(const char *s, size_t n);
 unsigned os_ncpus(void);
 uint64_t os_random_seed(void);
+/* AT_SECURE: a setuid or setgid program (or one with file capabilities), which must not
+ * take settings from whoever started it. */
+bool os_secure(void);
 /* Bytes of [ADDR, ADDR+SIZE) that are resident (mincore). */
 size_t os_resident(uintptr_t addr, size_t size);
 /* VMAs of /proc/self/maps that overlap [LO, HI); -1 when it cannot be read. */

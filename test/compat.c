@@ -1,6 +1,7 @@
 /*
  * compat.c - what a caller of the malloc family can observe beside the memory itself,
- * against glibc 2.36: errno and thread cancellation.
+ * against glibc 2.36: errno, thread cancellation, and what a setuid program takes from
+ * its caller.
  *
  * - errno on failure: test/errno_probe (not linked with libtide) runs a table of failing
  *   and succeeding calls of every entry point once with glibc's malloc and once with
@@ -11,12 +12,18 @@
  *   already taken while the range grows); none of that may reach the caller.
  * - cancellation: no glibc malloc function is a cancellation point, so no tide call may
  *   act on a pending cancel, although some read /proc and write to stderr.
+ * - setuid and setgid programs: glibc ignores its tunables there (AT_SECURE), and tide
+ *   ignores TIDE_CONF.
  */
 #include "support.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -536,4 +543,126 @@ Test(compat, no_call_acts_on_a_pending_cancel, .timeout = 60)
     cr_assert_eq(bad, 0, "%zu of %zu calls failed with a cancel pending:%s", bad, ncases, report);
     tt_report("compat: %zu calls with a cancel pending returned, and printed what they print", ncases);
     cr_assert_eq(tt_heap_check(), 0, "the heap is not sound after the cancelled threads");
+}
+
+/* ==================================================================================== */
+/* setuid and setgid programs                                                            */
+/* ==================================================================================== */
+
+/* A directory for a setuid file: fresh, on a file system not mounted nosuid, searchable
+ * by everyone.  Returns false when there is none. */
+static bool suid_dir(char *dir, size_t cap, char *why, size_t whycap)
+{
+    const char *tmp = getenv("TMPDIR");
+    const char *bases[] = {TEST_BUILDDIR, tmp && *tmp ? tmp : "/tmp", "/var/tmp", "/tmp"};
+    why[0] = '\0';
+    for (size_t i = 0; i < sizeof bases / sizeof *bases; i++) {
+        struct statvfs vfs;
+        if (statvfs(bases[i], &vfs) != 0)
+            continue;
+        if (vfs.f_flag & ST_NOSUID) {
+            size_t n = strlen(why);
+            snprintf(why + n, whycap - n, "%s%s is mounted nosuid", n ? "; " : "", bases[i]);
+            continue;
+        }
+        snprintf(dir, cap, "%s/tide-suid-XXXXXX", bases[i]);
+        if (mkdtemp(dir) && chmod(dir, 0755) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    char *data = tt_read_file(from, &n);
+    cr_assert(data, "cannot read %s", from);
+    int fd = open(to, O_WRONLY | O_CREAT | O_EXCL, 0755);
+    cr_assert(fd >= 0, "creat %s: %s", to, strerror(errno));
+    cr_assert_eq(write(fd, data, n), (ssize_t)n);
+    close(fd);
+    free(data);
+}
+
+/* Runs the probe at PATH with TIDE_CONF=CONF; its stdout, and stderr in *ERR. */
+static char *run_probe(const char *path, const char *conf, char **err)
+{
+    char env[256];
+    snprintf(env, sizeof env, "TIDE_CONF=%s", conf);
+    const char *extra[] = {env, NULL};
+    struct run r = run_capture(path, NULL, NULL, extra);
+    cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s failed (status %#x): %s", path, r.status,
+              r.err);
+    *err = r.err;
+    return r.out;
+}
+
+static char suid_path[600], suid_dirpath[512];
+
+/* Runs after the test, failed or not: no setuid file stays behind. */
+static void suid_cleanup(void)
+{
+    if (suid_path[0])
+        unlink(suid_path);
+    if (suid_dirpath[0])
+        rmdir(suid_dirpath);
+}
+
+Test(compat, setuid_and_setgid_programs_ignore_tide_conf, .timeout = 60, .fini = suid_cleanup)
+{
+    /* Not setuid: TIDE_CONF is honoured. */
+    char *err, *out = run_probe(SECURE_PROBE, "purge:none", &err);
+    cr_assert(strncmp(out, "purge=none at_secure=0 ", 23) == 0, "the probe as it is: %s", out);
+    free(out);
+    free(err);
+    if (geteuid() != 0)
+        cr_skip_test("not root: cannot make a setuid program of another user (make check as root runs this)");
+    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1)
+        cr_skip_test("no_new_privs is set: the kernel ignores setuid bits in this process tree");
+    char *dir = suid_dirpath, *path = suid_path, why[512];
+    if (!suid_dir(dir, sizeof suid_dirpath, why, sizeof why)) {
+        dir[0] = '\0';
+        cr_skip_test("no directory for a setuid file: %s", why[0] ? why : "mkdtemp failed");
+    }
+    snprintf(path, sizeof suid_path, "%s/secure_probe", dir);
+    copy_file(SECURE_PROBE, path);
+    struct passwd *pw = getpwnam("nobody");
+    uid_t uid = pw ? pw->pw_uid : 65534;
+    gid_t gid = pw ? pw->pw_gid : 65534;
+    if (chown(path, uid, gid) != 0) {
+        int e = errno;
+        cr_skip_test("chown(%s, %u, %u): %s", path, (unsigned)uid, (unsigned)gid, strerror(e));
+    }
+    /* Everything TIDE_CONF can do: settings, help, a warning, statistics at exit. */
+    static const char conf[] = "purge:none,remap_max:4096,stats:on,help,no_such_key:1";
+    static const struct {
+        mode_t mode;
+        const char *what;
+    } modes[] = {{04755, "setuid"}, {02755, "setgid"}, {06755, "setuid and setgid"}};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        cr_assert(chmod(path, modes[i].mode) == 0, "chmod: %s", strerror(errno));
+        out = run_probe(path, conf, &err);
+        unsigned long secure = 1;
+        unsigned euid = 0, egid = 0;
+        char purge[32] = "";
+        cr_assert(sscanf(out, "purge=%31s at_secure=%lu euid=%u egid=%u", purge, &secure, &euid, &egid) == 4,
+                  "the probe printed: %s", out);
+        if (!secure && euid == 0 && egid == 0)
+            cr_skip_test("the kernel ignored the %s bit of %s (a user namespace?)", modes[i].what, path);
+        cr_assert_eq(secure, 1, "a %s program (euid %u, egid %u) without AT_SECURE", modes[i].what, euid, egid);
+        cr_assert_str_eq(purge, "dontneed", "a %s program took purge:%s from TIDE_CONF (it printed: %s)",
+                         modes[i].what, purge, out);
+        cr_assert_str_eq(err, "", "a %s program printed on stderr for TIDE_CONF=%s:\n%.1500s", modes[i].what, conf,
+                         err);
+        tt_report("compat: %s (euid %u, egid %u, AT_SECURE %lu), TIDE_CONF=%s: purge=%s, nothing printed",
+                  modes[i].what, euid, egid, secure, conf, purge);
+        free(out);
+        free(err);
+    }
+    /* The same file without the bits: TIDE_CONF counts again. */
+    cr_assert(chmod(path, 0755) == 0);
+    out = run_probe(path, "purge:free", &err);
+    cr_assert_str_eq(out, "purge=free at_secure=0 euid=0 egid=0\n", "the copy without setuid bits: %s", out);
+    free(out);
+    free(err);
 }

@@ -99,18 +99,27 @@ test_vma_LDFLAGS = -no-install
 test_vma_LDADD = $(tide_test_ldadd)
 
 test_compat_SOURCES = test/compat.c test/support.h
-test_compat_CPPFLAGS = $(tide_test_cppflags) -DERRNO_PROBE=\"$(abs_top_builddir)/test/errno_probe$(EXEEXT)\"
+test_compat_CPPFLAGS = $(tide_test_cppflags) -DERRNO_PROBE=\"$(abs_top_builddir)/test/errno_probe$(EXEEXT)\" \
+	-DSECURE_PROBE=\"$(abs_top_builddir)/test/secure_probe$(EXEEXT)\" -DTEST_BUILDDIR=\"$(abs_top_builddir)/test\"
 test_compat_CFLAGS = $(tide_test_cflags)
 test_compat_LDFLAGS = -no-install
 test_compat_LDADD = $(tide_test_ldadd)
-# the probe must be built before test/compat runs
-EXTRA_test_compat_DEPENDENCIES = test/errno_probe$(EXEEXT)
+# the probes must be built before test/compat runs
+EXTRA_test_compat_DEPENDENCIES = test/errno_probe$(EXEEXT) test/secure_probe$(EXEEXT)
 
 # test/compat runs it with glibc's malloc and with libtide preloaded: never linked with libtide.
 check_PROGRAMS += test/errno_probe
 test_errno_probe_SOURCES = test/errno_probe.c
 test_errno_probe_CFLAGS = $(AM_CFLAGS) -O2 -g -fno-builtin -Wno-alloc-size-larger-than
 test_errno_probe_LDFLAGS = -no-install
+
+# Linked with libtide statically (libtool's -static: the uninstalled libtide.a), so that a
+# setuid copy of it has tide without LD_PRELOAD, which the loader ignores there.
+check_PROGRAMS += test/secure_probe
+test_secure_probe_SOURCES = test/secure_probe.c
+test_secure_probe_CFLAGS = $(AM_CFLAGS) -O2 -g
+test_secure_probe_LDFLAGS = -no-install -static
+test_secure_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
 
 # The probe test/preload preloads beside libtide: it records, in every process started,
 # which library serves malloc and whether a fresh malloc lies inside tide_ranges().
