@@ -133,6 +133,14 @@ static void *bg_main(void *arg)
             transfer_drain_idle();
             purge_run(now - MIN(now, (uint64_t)decay * 1000000u), policy, true, false);
             pthread_mutex_lock(&bg_mutex);
+            if (decay == 0 && ATOMIC_LOAD(&conf.decay_ms) == 0) {
+                /* Every free purges at once, so nothing comes due with time: sleep until
+                 * a free with decay_ms > 0 wakes us.  (purge_next_ns stays 0 with
+                 * decay 0: looping here held purge_lock most of the time, and the frees
+                 * that found it taken left their pages dirty.) */
+                ATOMIC_STORE(&bg_asleep, 1);
+                pthread_cond_wait(&bg_cond, &bg_mutex);
+            }
             continue;
         }
         lock_acquire(&pageheap.lock);

@@ -3,6 +3,7 @@
  * on stdout as "key=value" lines.  Between measurements it calls neither the allocator
  * nor stdio: /proc files are read with open/read into stack buffers. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -160,6 +161,80 @@ static int cmd_conf(const char *key)
     return 0;
 }
 
+/* The state letter of thread TID (R running or runnable, S asleep, ...), '?' if unknown. */
+static char task_state(long tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return '?';
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return '?';
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the name may hold spaces */
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+/* The thread of this process named NAME, or -1. */
+static long find_task(const char *name)
+{
+    long found = -1;
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *de; d && found < 0 && (de = readdir(d));) {
+        char path[300], comm[64];
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, comm, sizeof comm - 1);
+        close(fd);
+        if (n > 0 && comm[n - 1] == '\n')
+            n--;
+        if (n > 0 && (size_t)n == strlen(name) && memcmp(comm, name, (size_t)n) == 0)
+            found = atol(de->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static uint64_t dirty_bytes(void)
+{
+    tide_stats_t st;
+    tide_stats_get(&st, sizeof st);
+    return st.dirty;
+}
+
+/* decay0-asleep: free pages so that the purger thread starts and waits for them to come
+ * due, set decay_ms to 0 at run time, wait (up to 10 s) until the purger has purged them
+ * and is asleep, then sample its state 100 times, 5 ms apart.  With decay_ms 0 every free
+ * purges at once: the purger has nothing to wait for and must stay asleep. */
+static int cmd_decay0_asleep(void)
+{
+    void *p = malloc(8 * MiB);
+    touch(p, 8 * MiB);
+    free(p);
+    long tid = -1;
+    for (int i = 0; i < 1000 && tid < 0; i++, nap_ms(10))
+        tid = find_task("tide-purge");
+    if (tid < 0)
+        return 5;
+    if (tide_conf_set("decay_ms", "0") != 0)
+        return 6;
+    int waited = 0;
+    for (; waited < 1000 && (dirty_bytes() != 0 || task_state(tid) != 'S'); waited++)
+        nap_ms(10);
+    int asleep = 0, samples = 100;
+    for (int i = 0; i < samples; i++, nap_ms(5))
+        asleep += task_state(tid) == 'S';
+    printf("dirty_kb=%lu\nsettled=%d\nasleep=%d\nsamples=%d\n", (unsigned long)(dirty_bytes() >> 10),
+           waited < 1000, asleep, samples);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "drop") == 0)
@@ -183,8 +258,10 @@ int main(int argc, char **argv)
         waitpid(pid, &st, 0);
         return WIFEXITED(st) ? WEXITSTATUS(st) : 9;
     }
+    if (argc >= 2 && strcmp(argv[1], "decay0-asleep") == 0)
+        return cmd_decay0_asleep();
     if (argc >= 2 && strcmp(argv[1], "noop") == 0)
         return 0;
-    fprintf(stderr, "usage: probe drop MB | idle|idle-child LIVE_MB BURST_MB MAX_MS | conf KEY | noop\n");
+    fprintf(stderr, "usage: probe drop MB | idle|idle-child LIVE_MB BURST_MB MAX_MS | conf KEY | decay0-asleep | noop\n");
     return 2;
 }

@@ -225,6 +225,23 @@ Test(purge, thp_units_free_in_two_states_are_purged_whole, .timeout = 120)
         free(slot[k]);
 }
 
+/* With decay_ms set to 0 at run time, frees purge at once and the purger thread that was
+ * already running has nothing to wait for: it purges what was dirty, then sleeps.  It used
+ * to loop without sleeping, holding purge_lock most of the time, so that the frees that
+ * found it taken left their pages dirty (the test above failed on a busy machine). */
+Test(purge, decay_0_at_run_time_puts_the_purger_to_sleep, .timeout = 60)
+{
+    probe_out_t o;
+    probe_ok(&o, "purge:dontneed,decay_ms:100", (const char *[]){ "decay0-asleep", NULL });
+    long asleep = field(&o, "asleep"), samples = field(&o, "samples");
+    cr_log_info("decay_ms 100 -> 0: the purger was asleep in %ld of %ld samples; %ld kB dirty", asleep, samples,
+                field(&o, "dirty_kb"));
+    cr_expect_eq(field(&o, "dirty_kb"), 0, "the purger did not purge what was dirty when decay_ms became 0");
+    cr_expect(field(&o, "settled") == 1, "the purger never went to sleep after decay_ms became 0");
+    cr_expect_eq(asleep, samples, "the purger ran in %ld of %ld samples with nothing to do", samples - asleep,
+                 samples);
+}
+
 /* ---- an idle process gives its memory back ---------------------------------------- */
 
 static void idle_case(const char *conf, long decay_ms, bool expect_return)
