@@ -65,10 +65,13 @@ static const int os_advice_value[OS_ADV_COUNT] = { MADV_DONTNEED, MADV_FREE, MAD
 #ifdef TIDE_FAULT_INJECTION
 static long os_fault_skip[OS_OP_COUNT], os_fault_count[OS_OP_COUNT];
 
+static unsigned os_fault_gen[OS_OP_COUNT]; /* bumped by every os_fault_set */
+
 void os_fault_set(os_op_t op, long skip, long count)
 {
     ATOMIC_STORE(&os_fault_skip[op], skip);
     ATOMIC_STORE(&os_fault_count[op], count);
+    __atomic_add_fetch(&os_fault_gen[op], 1, __ATOMIC_SEQ_CST);
 }
 
 static bool os_fault(os_op_t op)
@@ -79,8 +82,25 @@ static bool os_fault(os_op_t op)
         return false;
     return ATOMIC_SUB(&os_fault_count[op], 1) > 0;
 }
+
+/* A purge chosen by OS_OP_PURGE_STALL holds its caller (and its locks) after its system
+ * call until the test sets the op again: a test can then act while a purge is in
+ * progress.  GEN is the op's generation read before the call, so that a release that
+ * comes before the wait is not missed. */
+static unsigned os_stall_gen(void) { return __atomic_load_n(&os_fault_gen[OS_OP_PURGE_STALL], __ATOMIC_SEQ_CST); }
+
+static void os_stall(unsigned gen)
+{
+    if (!os_fault(OS_OP_PURGE_STALL))
+        return;
+    struct timespec ts = { 0, 1000000 };
+    while (os_stall_gen() == gen)
+        nanosleep(&ts, NULL);
+}
 #else
 #define os_fault(op) false
+#define os_stall_gen() 0u
+#define os_stall(gen) ((void)(gen))
 #endif
 
 void os_init(void)
@@ -160,11 +180,13 @@ int os_purge(uintptr_t addr, size_t size, os_advice_t advice)
     OS_KEEP_ERRNO;
     if (os_fault(OS_OP_PURGE))
         return ENOMEM;
+    unsigned gen = os_stall_gen();
     int r = madvise((void *)addr, size, os_advice_value[advice]);
     ATOMIC_ADD(&os_counters.madvise_calls[advice], 1);
     if (r != 0)
         return errno;
     ATOMIC_ADD(&os_counters.madvise_bytes[advice], size);
+    os_stall(gen);
     return 0;
 }
 
@@ -194,6 +216,7 @@ int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice)
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += iov[i].iov_len;
+    unsigned gen = os_stall_gen();
     if (ATOMIC_LOAD(&os_pmadv_state) >= 0) {
         /* The kernel takes at most IOV_MAX (1024) ranges a call. */
         size_t done = 0;
@@ -218,8 +241,10 @@ int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice)
             ATOMIC_STORE(&os_pmadv_state, 1);
             done += k;
         }
-        if (done == n)
+        if (done == n) {
+            os_stall(gen);
             return 0;
+        }
         if (ATOMIC_LOAD(&os_pmadv_state) == 0)
             ATOMIC_STORE(&os_pmadv_state, -1);
         iov += done;

@@ -27,6 +27,7 @@ typedef enum {
     OS_OP_HEAL,    /* mmap(MAP_FIXED) over a moved block */
     OS_OP_NO_PROCESS_MADVISE, /* process_madvise fails with ENOSYS, as before Linux 5.10 */
     OS_OP_NO_PIDFD_SELF,      /* PIDFD_SELF fails with EBADF, as before Linux 6.14 */
+    OS_OP_PURGE_STALL,        /* a purge that worked returns only once the op is set again */
     OS_OP_COUNT
 } os_op_t;
 

@@ -214,7 +214,9 @@ void purge_after_free(void)
         return;
     uint64_t now = os_now_ns();
     if (decay == 0) {
-        purge_run(now, policy, false, false);
+        /* At once means before this free returns.  A purge in progress collected its runs
+         * before ours was freed and will not take it: wait for it, then purge. */
+        purge_run(now, policy, true, false);
         return;
     }
     if (ATOMIC_LOAD(&conf.background)) {

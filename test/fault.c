@@ -8,24 +8,30 @@
  * a purge that fails leaves the pages dirty, tide_check() passes, the statistics reconcile,
  * and once the faults stop, freeing everything brings tide's counters back: nothing leaks.
  * Ops 4 and 5 play older kernels (no process_madvise; no PIDFD_SELF): purging must still
- * purge everything, through madvise or a pidfd of tide's own.
+ * purge everything, through madvise or a pidfd of tide's own.  Op 6 holds a purge that
+ * worked inside the OS layer until the test lets it go, so that a test can act while
+ * another thread's purge is in progress.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "tide.h"
 
-enum { F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_COUNT = 6 };
+enum { F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
+       F_COUNT = 7 };
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
 
@@ -603,6 +609,115 @@ Test(fault, purge_without_pidfd_self_opens_a_pidfd, .timeout = 60)
     cr_expect(had_pidfd || holds_a_pidfd(), "no pidfd of its own was opened");
     cr_log_info("without PIDFD_SELF: 100 runs purged by %lu process_madvise calls on an own pidfd",
                 (unsigned long)calls);
+}
+
+/* ---- decay_ms:0 while another thread purges -------------------------------------------- */
+
+typedef struct freer_s {
+    void *p;
+    long tid;
+    int done;
+} freer_t;
+
+static void *freer_main(void *arg)
+{
+    freer_t *f = arg;
+    __atomic_store_n(&f->tid, (long)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    free(f->p);
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The state letter of thread TID of this process (S: asleep). */
+static char thread_state(long tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return '?';
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+static void nap_1ms(void)
+{
+    struct timespec ts = { 0, 1000000 };
+    nanosleep(&ts, NULL);
+}
+
+/* In a fork child (only its own threads, none of Criterion's): thread A frees a block and
+ * its purge is held just after its madvise, with purge_lock taken; thread B frees another
+ * block meanwhile; then A's purge goes on.  Exit 0 when nothing is dirty once both frees
+ * returned; 1 when B's pages stayed dirty; 3 and up when the scenario could not be set up. */
+static int contended_free_child(void)
+{
+    if (tide_conf_set("purge", "dontneed") || tide_conf_set("decay_ms", "0") || tide_conf_set("thp", "off") ||
+        tide_conf_set("background", "off"))
+        return 3;
+    size_t na = 64 * MiB, nb = 4 * MiB;
+    char *a = malloc(na), *ga = malloc(MiB), *b = malloc(nb), *gb = malloc(MiB); /* guards keep the runs apart */
+    if (!a || !ga || !b || !gb)
+        return 4;
+    memset(a, 1, na);
+    memset(b, 1, nb);
+    tide_stats_t s0;
+    tide_stats_get(&s0, sizeof s0);
+    freer_t fa = { a, 0, 0 }, fb = { b, 0, 0 };
+    pthread_t ta, tb;
+    tide_fault_inject(F_PURGE_STALL, 0, 1);
+    if (pthread_create(&ta, NULL, freer_main, &fa) != 0)
+        return 5;
+    /* A is held once its madvise has been counted. */
+    tide_stats_t s;
+    int i = 0;
+    for (; i < 10000; i++, nap_1ms()) {
+        tide_stats_get(&s, sizeof s);
+        if (s.madvise_calls[0] + s.process_madvise_calls > s0.madvise_calls[0] + s0.process_madvise_calls)
+            break;
+    }
+    if (i == 10000)
+        return 6;
+    if (pthread_create(&tb, NULL, freer_main, &fb) != 0)
+        return 7;
+    /* B's free returned, or B sleeps (on purge_lock) in 5 samples in a row. */
+    int asleep = 0;
+    for (i = 0; i < 10000 && !__atomic_load_n(&fb.done, __ATOMIC_ACQUIRE) && asleep < 5; i++, nap_1ms()) {
+        long tid = __atomic_load_n(&fb.tid, __ATOMIC_ACQUIRE);
+        asleep = tid && thread_state(tid) == 'S' ? asleep + 1 : 0;
+    }
+    int b_returned_first = __atomic_load_n(&fb.done, __ATOMIC_ACQUIRE);
+    tide_fault_inject(F_PURGE_STALL, 0, 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    tide_stats_get(&s, sizeof s);
+    fprintf(stderr, "contended free: B's free %s A's purge; %lu KiB dirty after both returned\n",
+            b_returned_first ? "returned during" : "waited for", (unsigned long)(s.dirty >> 10));
+    free(ga);
+    free(gb);
+    return s.dirty == 0 ? 0 : 1;
+}
+
+/* decay_ms:0 purges before free returns, also when another thread's purge holds purge_lock:
+ * a free that found it taken used to leave its pages dirty (the other pass had collected
+ * its runs before they were freed), until some later free came by. */
+Test(fault, decay_0_free_purges_while_another_thread_purges, .timeout = 120)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0)
+        _exit(contended_free_child());
+    int st;
+    cr_assert(waitpid(pid, &st, 0) == pid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) != 1,
+              "a free with decay_ms:0 left its pages dirty while another thread purged (see stderr)");
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) <= 1, "the scenario failed: %s %d",
+              WIFEXITED(st) ? "exit code" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 }
 
 /* ---- healing a moved block fails ---------------------------------------------------------- */
