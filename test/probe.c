@@ -120,47 +120,6 @@ static int cmd_drop(long mb)
     return 0;
 }
 
-/* idle LIVE_MB BURST_MB MAX_MS: keep LIVE_MB live, allocate and free a BURST_MB burst,
- * then make no call and report when RSS - LazyFree - baseline comes within 5% of the
- * live heap. */
-static int cmd_idle(long live_mb, long burst_mb, long max_ms)
-{
-    static void *live[1 << 16], *burst[1 << 18];
-    uint64_t seed = 88172645463325252ull;
-    long base = rss_kb();
-    size_t live_bytes, burst_bytes;
-    size_t nlive = alloc_mixed(live, 1 << 16, (size_t)live_mb * MiB, &live_bytes, &seed);
-    size_t nburst = alloc_mixed(burst, 1 << 18, (size_t)burst_mb * MiB, &burst_bytes, &seed);
-    long peak = rss_kb();
-    for (size_t i = 0; i < nburst; i++)
-        free(burst[i]);
-    long limit_kb = (long)(live_bytes / 1024) * 105 / 100;
-    long t = 0, excess = 0, reached = -1;
-    for (; t <= max_ms; t += 50) {
-        excess = rss_kb() - lazy_kb() - base;
-        if (excess <= limit_kb) {
-            reached = t;
-            break;
-        }
-        nap_ms(50);
-    }
-    printf("live_kb=%zu\nburst_kb=%zu\npeak_kb=%ld\nlimit_kb=%ld\nfinal_kb=%ld\nreached_ms=%ld\n", live_bytes / 1024,
-           burst_bytes / 1024, peak - base, limit_kb, excess, reached);
-    for (size_t i = 0; i < nlive; i++)
-        free(live[i]);
-    return 0;
-}
-
-/* conf KEY: print KEY's value as tide_conf_get sees it. */
-static int cmd_conf(const char *key)
-{
-    char buf[64];
-    if (tide_conf_get(key, buf, sizeof buf) != 0)
-        return 4;
-    printf("%s=%s\n", key, buf);
-    return 0;
-}
-
 /* The state letter of thread TID (R running or runnable, S asleep, ...), '?' if unknown. */
 static char task_state(long tid)
 {
@@ -199,6 +158,118 @@ static long find_task(const char *name)
     if (d)
         closedir(d);
     return found;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Of thread TID: time on a CPU and time runnable but waiting for one (ns), from
+ * /proc/self/task/TID/schedstat.  Zeros when TID < 0 or the file is missing. */
+static void task_sched(long tid, uint64_t *run_ns, uint64_t *wait_ns)
+{
+    char path[64], buf[128];
+    *run_ns = *wait_ns = 0;
+    if (tid < 0)
+        return;
+    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    char *end;
+    *run_ns = strtoull(buf, &end, 10);
+    *wait_ns = strtoull(end, NULL, 10);
+}
+
+/* Time the hypervisor took from this machine's CPUs (all of them), in ns. */
+static uint64_t steal_ns(void)
+{
+    char buf[512];
+    int fd = open("/proc/stat", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* cpu user nice system idle iowait irq softirq steal */
+    char *p = buf + 3;
+    unsigned long long v = 0;
+    for (int i = 0; i < 8; i++)
+        v = strtoull(p, &p, 10);
+    return (uint64_t)v * (1000000000u / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
+/* idle LIVE_MB BURST_MB MAX_MS: keep LIVE_MB live, allocate and free a BURST_MB burst,
+ * then make no call and report when (ms of CLOCK_MONOTONIC after the last free) RSS -
+ * LazyFree - baseline came within 5% of the live heap, sampling every 50 ms for up to
+ * MAX_MS.  Also what the clock cannot tell on a busy machine: how long the frees took,
+ * the gap between the last two samples, the purger thread's time on a CPU and waiting
+ * for one, the machine's steal time, and what tide purged, all up to that sample. */
+static int cmd_idle(long live_mb, long burst_mb, long max_ms)
+{
+    static void *live[1 << 16], *burst[1 << 18];
+    uint64_t seed = 88172645463325252ull;
+    long base = rss_kb();
+    size_t live_bytes, burst_bytes;
+    size_t nlive = alloc_mixed(live, 1 << 16, (size_t)live_mb * MiB, &live_bytes, &seed);
+    size_t nburst = alloc_mixed(burst, 1 << 18, (size_t)burst_mb * MiB, &burst_bytes, &seed);
+    long peak = rss_kb();
+    uint64_t t_first = now_ns();
+    for (size_t i = 0; i < nburst; i++)
+        free(burst[i]);
+    long purger = find_task("tide-purge");
+    tide_stats_t st0, st1;
+    tide_stats_get(&st0, sizeof st0);
+    uint64_t run0, wait0, run1, wait1, steal0 = steal_ns();
+    task_sched(purger, &run0, &wait0);
+    uint64_t t0 = now_ns(), t = t0, prev = t0;
+    long limit_kb = (long)(live_bytes / 1024) * 105 / 100;
+    long excess = 0, reached = -1;
+    for (;;) {
+        excess = rss_kb() - lazy_kb() - base;
+        if (excess <= limit_kb) {
+            reached = (long)((t - t0) / 1000000u);
+            break;
+        }
+        if (t - t0 > (uint64_t)max_ms * 1000000u)
+            break;
+        nap_ms(50);
+        prev = t;
+        t = now_ns();
+    }
+    task_sched(purger, &run1, &wait1);
+    uint64_t steal1 = steal_ns();
+    tide_stats_get(&st1, sizeof st1);
+    printf("live_kb=%zu\nburst_kb=%zu\npeak_kb=%ld\nlimit_kb=%ld\nfinal_kb=%ld\nreached_ms=%ld\n", live_bytes / 1024,
+           burst_bytes / 1024, peak - base, limit_kb, excess, reached);
+    printf("free_ms=%lu\ngap_ms=%lu\npurger=%d\npurger_run_ms=%lu\npurger_wait_ms=%lu\nsteal_ms=%lu\npurged_kb=%lu\n",
+           (unsigned long)((t0 - t_first) / 1000000u), (unsigned long)((t - prev) / 1000000u), purger >= 0,
+           (unsigned long)((run1 - run0) / 1000000u), (unsigned long)((wait1 - wait0) / 1000000u),
+           (unsigned long)((steal1 - steal0) / 1000000u),
+           (unsigned long)((st1.purged_bytes - st0.purged_bytes) >> 10));
+    for (size_t i = 0; i < nlive; i++)
+        free(live[i]);
+    return 0;
+}
+
+/* conf KEY: print KEY's value as tide_conf_get sees it. */
+static int cmd_conf(const char *key)
+{
+    char buf[64];
+    if (tide_conf_get(key, buf, sizeof buf) != 0)
+        return 4;
+    printf("%s=%s\n", key, buf);
+    return 0;
 }
 
 static uint64_t dirty_bytes(void)
