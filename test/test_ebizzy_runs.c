@@ -63,7 +63,10 @@ static void expect_text_report(const struct run_result *r)
     cr_assert(line_value(r->out, "user") && sscanf(line_value(r->out, "user"), "%lf s", &user));
     cr_assert(line_value(r->out, "sys") && sscanf(line_value(r->out, "sys"), " %lf s", &sys));
     cr_expect(real >= 1.0 && real < 5.0, "real %.2f s for -S 1", real);
-    cr_expect(user >= 0 && sys >= 0 && user + sys > 0.1, "user %.2f sys %.2f", user, sys);
+    /* No minimum: a busy machine may give the 2 threads little CPU in their second.  Never
+     * more than the 2 threads and the main one could have used in the window. */
+    cr_expect(user >= 0 && sys >= 0 && user + sys > 0 && user + sys <= 3 * real, "user %.2f sys %.2f real %.2f",
+              user, sys, real);
     cr_assert(sscanf(line_value(r->out, "peak_rss"), "%ld KiB", &peak) == 1, "%s", r->out);
     cr_assert(sscanf(line_value(r->out, "vmas"), "%ld", &vmas) == 1, "%s", r->out);
     cr_expect_gt(peak, 1024, "peak RSS %ld KiB with 10 MiB of chunks", peak);
@@ -166,12 +169,17 @@ Test(ebizzy_runs, fixed_choices_with_R, .timeout = 30)
     run_result_free(&r);
 }
 
+/* Copies of up to 8 MiB: a few hundred records in the second on this 2-CPU machine at
+ * load 7 (with 64 MiB copies, 9 or 10 against the 8 wanted), far fewer than -vvv could
+ * not print. */
+#define RANDOM_CHUNK 8388608
+
 Test(ebizzy_runs, random_choices_are_seeded, .timeout = 30)
 {
     static struct record_line a[100000], b[100000];
     struct run_result ra, rb;
     const char *const args[] = { "--random=42", "-R", "-vvv", "-S", "1", "-t", "1", "-n", "4",
-                                 "-s", "67108864", NULL };
+                                 "-s", "8388608", NULL };
     run_ebizzy(&ra, NULL, NULL, args);
     run_ebizzy(&rb, NULL, NULL, args);
     cr_assert_eq(ra.status, 0, "%s", ra.err);
@@ -182,7 +190,7 @@ Test(ebizzy_runs, random_choices_are_seeded, .timeout = 30)
 
     bool chunks_differ = false, sizes_differ = false;
     for (size_t i = 0; i < na; i++) {
-        cr_assert(a[i].chunk < 4 && a[i].copy >= 8 && a[i].copy <= BIG_CHUNK &&
+        cr_assert(a[i].chunk < 4 && a[i].copy >= 8 && a[i].copy <= RANDOM_CHUNK &&
                   a[i].copy % 8 == 0 && a[i].key < a[i].copy / 8,
                   "record %zu out of range: chunk %u copy %zu key %llu", i, a[i].chunk,
                   a[i].copy, a[i].key);
