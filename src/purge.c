@@ -47,12 +47,8 @@ static bool purge_span(const extent_t *e, bool thp, uintptr_t *lo, uintptr_t *hi
 
 /* Purge dirty runs freed at or before OLDER_THAN.  WHOLE (an explicit full purge)
  * purges runs whole even with huge pages.  Returns bytes purged. */
-static size_t purge_run(uint64_t older_than, long policy, bool wait, bool whole)
+static size_t purge_pass(uint64_t older_than, long policy, bool whole)
 {
-    if (wait)
-        lock_acquire(&purge_lock);
-    else if (!lock_try(&purge_lock))
-        return 0;
     os_advice_t advice = policy_advice(policy);
     extent_state_t done_state = advice == OS_ADV_FREE ? EXTENT_LAZY : EXTENT_CLEAN;
     bool thp = ATOMIC_LOAD(&conf.thp) != 0 && !whole;
@@ -107,8 +103,41 @@ static size_t purge_run(uint64_t older_than, long policy, bool wait, bool whole)
         ATOMIC_ADD(&purge_passes, 1);
         ATOMIC_ADD(&purge_bytes, total);
     }
-    lock_release(&purge_lock);
     return total;
+}
+
+/* A free with decay_ms 0 found a pass in progress (atomic).  That pass collected its runs
+ * before the free, so it would not take the new one; instead of waiting for the lock
+ * behind its madvise, the free leaves this mark, and whoever holds the lock runs one more
+ * pass after it lets the lock go (the mark stays for the next holder when someone else
+ * takes the lock first).  The mark is set before the try, so that it is never missed. */
+static int purge_again;
+
+static size_t purge_run(uint64_t older_than, long policy, bool wait, bool whole)
+{
+    bool at_once = !wait && older_than != UINT64_MAX && ATOMIC_LOAD(&conf.decay_ms) == 0;
+    if (at_once)
+        __atomic_store_n(&purge_again, 1, __ATOMIC_SEQ_CST);
+    if (wait)
+        lock_acquire(&purge_lock);
+    else if (!lock_try(&purge_lock))
+        return 0;
+    if (at_once) {
+        /* Clear the mark, then read the clock: every free that left it before has a
+         * stamp this pass takes; one that leaves it after finds the lock held. */
+        __atomic_store_n(&purge_again, 0, __ATOMIC_SEQ_CST);
+        older_than = os_now_ns();
+    }
+    size_t total = purge_pass(older_than, policy, whole);
+    for (;;) {
+        lock_release(&purge_lock);
+        if (!__atomic_load_n(&purge_again, __ATOMIC_SEQ_CST) || !lock_try(&purge_lock))
+            return total;
+        __atomic_store_n(&purge_again, 0, __ATOMIC_SEQ_CST);
+        long now_policy = ATOMIC_LOAD(&conf.purge);
+        if (now_policy != PURGE_NONE)
+            total += purge_pass(os_now_ns(), now_policy, false);
+    }
 }
 
 /* ---- the background purger ------------------------------------------------------- */
@@ -214,9 +243,8 @@ void purge_after_free(void)
         return;
     uint64_t now = os_now_ns();
     if (decay == 0) {
-        /* At once means before this free returns.  A purge in progress collected its runs
-         * before ours was freed and will not take it: wait for it, then purge. */
-        purge_run(now, policy, true, false);
+        /* At once: here, or by the pass in progress right after it (see purge_again). */
+        purge_run(now, policy, false, false);
         return;
     }
     if (ATOMIC_LOAD(&conf.background)) {
