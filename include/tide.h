@@ -83,6 +83,9 @@ typedef struct tide_stats_s {
     uint64_t remap_live;      /* moved blocks not yet healed */
     uint64_t narenas;
     uint64_t nthreads;        /* threads with a live thread cache */
+    uint64_t remap_vmas;      /* extra VMAs moved blocks occupy now, as tide counts them
+                                 (an upper bound; the budget keeps it <= 2 x remap_max) */
+    uint64_t remap_vmas_peak; /* the most remap_vmas has been since the process started */
 } tide_stats_t;
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */

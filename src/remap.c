@@ -15,6 +15,17 @@
 static uint64_t remap_moves, remap_heals, remap_copies, remap_in_place; /* atomic */
 static uint64_t remap_live;   /* moved blocks not yet healed (atomic) */
 static uint64_t remap_budget; /* extra VMAs they cost (atomic) */
+/* Extra VMAs that moved pieces really occupy now, by the same cost model: raised right
+ * after a move, lowered right after a heal (atomic); and its high-water mark. */
+static uint64_t remap_vmas, remap_vmas_peak;
+
+static void vmas_raise(uint64_t n)
+{
+    uint64_t now = ATOMIC_ADD(&remap_vmas, n) + n, peak = ATOMIC_LOAD(&remap_vmas_peak);
+    while (now > peak && !__atomic_compare_exchange_n(&remap_vmas_peak, &peak, now, true, __ATOMIC_RELAXED,
+                                                      __ATOMIC_RELAXED))
+        ;
+}
 
 static uint64_t block_cost(const extent_t *e) { return e->moved_pieces ? e->moved_pieces + 1u : 0; }
 
@@ -34,8 +45,10 @@ static bool heal(uintptr_t addr, size_t len)
 /* E no longer counts as moved; its VMA budget comes back only if HEALED. */
 static void forget_move(extent_t *e, bool healed)
 {
-    if (healed)
+    if (healed) {
+        ATOMIC_SUB(&remap_vmas, block_cost(e));
         ATOMIC_SUB(&remap_budget, block_cost(e));
+    }
     ATOMIC_SUB(&remap_live, 1);
     e->moved_len = 0;
     e->moved_pieces = 0;
@@ -75,9 +88,12 @@ static void *remap_move(extent_t *e, size_t npages)
         extent_free(t);
         goto fail;
     }
+    vmas_raise(pieces + 1u);
     if (e->moved_pieces) {
         /* The emptied old pieces rejoin the range's VMA. */
-        if (!heal(e->addr, e->moved_len))
+        if (heal(e->addr, e->moved_len))
+            ATOMIC_SUB(&remap_vmas, block_cost(e));
+        else
             ATOMIC_ADD(&remap_budget, block_cost(e)); /* still there: keep paying */
     } else {
         ATOMIC_ADD(&remap_live, 1);
@@ -115,8 +131,10 @@ void *remap_realloc(extent_t *e, size_t usable)
     if (npages < e->npages && e->moved_len > usable) {
         /* The cut-off tail must not stay behind in a VMA of its own; if it must (the heal
          * failed), its VMAs keep their budget, as in remap_move() and remap_before_free(). */
-        if (!heal(e->addr + usable, e->moved_len - usable))
+        if (!heal(e->addr + usable, e->moved_len - usable)) {
+            vmas_raise(2);
             ATOMIC_ADD(&remap_budget, 2);
+        }
         e->moved_len = usable;
     }
     if (extent_resize(e, npages)) {
@@ -140,4 +158,6 @@ void remap_stats(remap_stats_t *out)
     out->copies = ATOMIC_LOAD(&remap_copies);
     out->in_place = ATOMIC_LOAD(&remap_in_place);
     out->live = ATOMIC_LOAD(&remap_live);
+    out->vmas = ATOMIC_LOAD(&remap_vmas);
+    out->vmas_peak = ATOMIC_LOAD(&remap_vmas_peak);
 }

@@ -24,7 +24,7 @@ void *remap_realloc(extent_t *e, size_t usable);
 void remap_before_free(extent_t *e);
 
 typedef struct remap_stats_s {
-    uint64_t moves, heals, copies, in_place, live;
+    uint64_t moves, heals, copies, in_place, live, vmas, vmas_peak;
 } remap_stats_t;
 void remap_stats(remap_stats_t *out);
 

@@ -51,6 +51,8 @@ void stats_collect(tide_stats_t *s, bool expensive)
     s->remap_copies = rs.copies;
     s->remap_in_place = rs.in_place;
     s->remap_live = rs.live;
+    s->remap_vmas = rs.vmas;
+    s->remap_vmas_peak = rs.vmas_peak;
     s->narenas = narenas;
     tcache_stats_t ts;
     tcache_stats(&ts);
@@ -67,7 +69,7 @@ void stats_collect(tide_stats_t *s, bool expensive)
     X(lazyfree_est) X(nranges) X(vmas) X(nmalloc_large) X(nfree_large) X(nslabs)               \
     X(process_madvise_calls) X(process_madvise_bytes) X(purges) X(purged_bytes) X(grows)       \
     X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
-    X(nthreads)
+    X(nthreads) X(remap_vmas) X(remap_vmas_peak)
 
 void stats_print(int json)
 {

@@ -265,6 +265,83 @@ Test(remap, threads_reallocating_at_once, .timeout = 300)
     cr_expect_eq(tide_check(), 0);
 }
 
+/* Pairs of blocks allocated back to back and grown alternately, so that each growth
+ * finds the other block in its way and moves (or copies once the budget is spent). */
+enum { PAIR_THREADS = 4, PAIR_ROUNDS = 20, PAIR_REMAP_MAX = 4 };
+static long pair_maps_max; /* the most VMAs a maps snapshot showed in tide's range */
+
+static void *pair_worker(void *arg)
+{
+    uint64_t salt = (uintptr_t)arg;
+    for (int round = 0; round < PAIR_ROUNDS; round++) {
+        uint8_t *blk[2];
+        size_t n[2] = { MiB, MiB };
+        for (int k = 0; k < 2; k++) {
+            blk[k] = malloc(n[k]);
+            if (!blk[k])
+                return (void *)1;
+            fill(blk[k], 0, 64 * 1024, salt + (uint64_t)k);
+        }
+        while (n[1] < 32 * MiB) {
+            for (int k = 0; k < 2; k++) {
+                uint8_t *q = realloc(blk[k], n[k] + 256 * 1024);
+                if (!q || first_bad(q, 0, 64 * 1024, salt + (uint64_t)k) != SIZE_MAX)
+                    return (void *)2;
+                if (q != blk[k]) {
+                    if (stats().remap_live > PAIR_REMAP_MAX)
+                        return (void *)3;
+                    /* Torn while other threads move, so only a hint; the counter is the proof. */
+                    long v = tide_vmas(), m = __atomic_load_n(&pair_maps_max, __ATOMIC_RELAXED);
+                    while (v > m && !__atomic_compare_exchange_n(&pair_maps_max, &m, v, true, __ATOMIC_RELAXED,
+                                                                 __ATOMIC_RELAXED))
+                        ;
+                }
+                blk[k] = q;
+                n[k] += 256 * 1024;
+                q[n[k] - 1] = 1;
+            }
+        }
+        free(blk[0]);
+        free(blk[1]);
+    }
+    return NULL;
+}
+
+/* Several threads moving blocks at once: a move reserves the cost of its new pieces while
+ * the old ones still exist, so the extra VMAs that moved blocks occupy (tide's own count,
+ * raised after each mremap and lowered after each heal) never pass 2 x remap_max. */
+Test(remap, threads_moving_at_once_stay_within_the_vma_budget, .timeout = 300)
+{
+    const long cap = PAIR_REMAP_MAX;
+    cr_assert_eq(tide_conf_set("remap", "on"), 0);
+    cr_assert_eq(tide_conf_set("remap_max", "4"), 0);
+    tide_stats_t s0 = stats();
+    pthread_t t[PAIR_THREADS];
+    for (long i = 0; i < PAIR_THREADS; i++)
+        pthread_create(&t[i], NULL, pair_worker, (void *)(i * 16 + 1));
+    for (int i = 0; i < PAIR_THREADS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        cr_expect_null(r, "thread %d: realloc failed or lost contents (1, 2) or more than remap_max blocks were "
+                       "moved at once (3): %p", i, r);
+    }
+    tide_stats_t s1 = stats();
+    cr_log_info("%d threads, remap_max %ld: %lu moves, %lu copies, %lu in place; at most %lu extra VMAs by tide's "
+                "count, %ld VMAs in tide's range in maps snapshots",
+                PAIR_THREADS, cap, (unsigned long)(s1.remap_moves - s0.remap_moves),
+                (unsigned long)(s1.remap_copies - s0.remap_copies),
+                (unsigned long)(s1.remap_in_place - s0.remap_in_place), (unsigned long)s1.remap_vmas_peak,
+                pair_maps_max);
+    cr_expect_gt(s1.remap_moves, s0.remap_moves, "nothing moved: the test no longer exercises the mremap path");
+    cr_expect_leq(s1.remap_vmas_peak, (uint64_t)(2 * cap), "moved blocks occupied %lu extra VMAs with remap_max %ld",
+                  (unsigned long)s1.remap_vmas_peak, cap);
+    cr_expect_eq(s1.remap_vmas, 0, "%lu extra VMAs still counted after every block was freed",
+                 (unsigned long)s1.remap_vmas);
+    cr_expect_eq(s1.remap_live, 0);
+    cr_expect_eq(tide_check(), 0);
+    tide_conf_set("remap_max", "1");
+}
+
 /* Random frees, mallocs and reallocs of blocks between 1 and 16 MiB (at most 256 MiB
  * live): the range must not keep growing.  Dirty, lazy and clean runs side by side once
  * made it grow without bound, and more so when many moved blocks were allowed. */
