@@ -3,7 +3,15 @@
  * VMA budget: a moved block made of k pieces (a piece per move it went through with
  * data in another VMA) splits the range's VMA into at most k + 2 VMAs, so it costs
  * k + 1 extra.  The sum over live moved blocks is kept at or below 2 * remap_max, which
- * keeps tide's range within 1 + 2 * remap_max VMAs; a move that would exceed it copies. */
+ * keeps tide's range within 1 + 2 * remap_max VMAs; a move that would exceed it copies.
+ *
+ * The bound holds at every moment, with any number of threads moving at once, because the
+ * budget is a reservation: taken (check and update in one compare-and-swap) before the
+ * mremap makes the new pieces, given back only after the heal that removes the old ones,
+ * never for pieces whose heal failed.  A block that moves again thus reserves its new
+ * pieces while its old ones still exist: it needs room for both, so with remap_max 1 a
+ * moved block never moves again but copies.  remap_vmas follows the pieces themselves
+ * (raised after each mremap, lowered after each heal) and must stay within the budget. */
 #include "remap.h"
 
 #include <string.h>
@@ -42,14 +50,31 @@ static bool heal(uintptr_t addr, size_t len)
     return true;
 }
 
+/* Reserve COST more of the VMA budget; false when it would pass 2 x remap_max.  Several
+ * threads reserve at once: the check and the update are one compare-and-swap. */
+static bool budget_take(uint64_t cost)
+{
+    uint64_t limit = 2 * (uint64_t)ATOMIC_LOAD(&conf.remap_max);
+    uint64_t cur = ATOMIC_LOAD(&remap_budget);
+    do {
+        if (cur + cost > limit)
+            return false;
+    } while (!__atomic_compare_exchange_n(&remap_budget, &cur, cur + cost, true, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
+    return true;
+}
+
+/* Give back COST, only once the VMAs it paid for are gone (the release orders the lowering
+ * of remap_vmas and remap_live before a later budget_take() that sees it). */
+static void budget_put(uint64_t cost) { __atomic_fetch_sub(&remap_budget, cost, __ATOMIC_RELEASE); }
+
 /* E no longer counts as moved; its VMA budget comes back only if HEALED. */
 static void forget_move(extent_t *e, bool healed)
 {
+    ATOMIC_SUB(&remap_live, 1);
     if (healed) {
         ATOMIC_SUB(&remap_vmas, block_cost(e));
-        ATOMIC_SUB(&remap_budget, block_cost(e));
+        budget_put(block_cost(e));
     }
-    ATOMIC_SUB(&remap_live, 1);
     e->moved_len = 0;
     e->moved_pieces = 0;
 }
@@ -60,26 +85,16 @@ void remap_before_free(extent_t *e)
         forget_move(e, heal(e->addr, e->moved_len));
 }
 
-/* Reserve COST - OLD_COST more of the VMA budget; false when it would overflow. */
-static bool budget_take(uint64_t cost, uint64_t old_cost)
-{
-    uint64_t limit = 2 * (uint64_t)ATOMIC_LOAD(&conf.remap_max);
-    uint64_t cur = ATOMIC_LOAD(&remap_budget);
-    do {
-        if (cur - old_cost + cost > limit)
-            return false;
-    } while (!__atomic_compare_exchange_n(&remap_budget, &cur, cur - old_cost + cost, true, __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED));
-    return true;
-}
-
 static void *remap_move(extent_t *e, size_t npages)
 {
     size_t old_bytes = extent_size(e);
     /* Pieces at the new place: the old moved pieces, plus one for the part that grew in
      * place after the last move (it sits in the range's VMA, with other offsets). */
     unsigned pieces = e->moved_pieces ? e->moved_pieces + (e->moved_len < old_bytes) : 1;
-    if (pieces > 250 || !budget_take(pieces + 1u, block_cost(e)))
+    uint64_t cost = pieces + 1u, old_cost = block_cost(e);
+    /* The old pieces stay in their VMAs until healed after the move: the new ones are
+     * reserved on top of them, and the old cost comes back only after their heal. */
+    if (pieces > 250 || !budget_take(cost))
         return NULL;
     extent_t *t = extent_alloc_move_target(npages, e->addr, false);
     if (!t)
@@ -88,13 +103,13 @@ static void *remap_move(extent_t *e, size_t npages)
         extent_free(t);
         goto fail;
     }
-    vmas_raise(pieces + 1u);
+    vmas_raise(cost);
     if (e->moved_pieces) {
-        /* The emptied old pieces rejoin the range's VMA. */
-        if (heal(e->addr, e->moved_len))
-            ATOMIC_SUB(&remap_vmas, block_cost(e));
-        else
-            ATOMIC_ADD(&remap_budget, block_cost(e)); /* still there: keep paying */
+        /* The emptied old pieces rejoin the range's VMA; if they cannot, they keep paying. */
+        if (heal(e->addr, e->moved_len)) {
+            ATOMIC_SUB(&remap_vmas, old_cost);
+            budget_put(old_cost);
+        }
     } else {
         ATOMIC_ADD(&remap_live, 1);
     }
@@ -106,8 +121,7 @@ static void *remap_move(extent_t *e, size_t npages)
     ATOMIC_ADD(&remap_moves, 1);
     return (void *)t->addr;
 fail:
-    ATOMIC_SUB(&remap_budget, pieces + 1u);
-    ATOMIC_ADD(&remap_budget, block_cost(e));
+    budget_put(cost);
     return NULL;
 }
 
