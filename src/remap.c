@@ -143,11 +143,12 @@ void *remap_realloc(extent_t *e, size_t usable)
 {
     size_t npages = usable >> LG_PAGE;
     if (npages < e->npages && e->moved_len > usable) {
-        /* The cut-off tail must not stay behind in a VMA of its own; if it must (the heal
-         * failed), its VMAs keep their budget, as in remap_move() and remap_before_free(). */
+        /* The cut-off tail must not stay behind in VMAs of its own: once cut off, nothing
+         * would heal them, and the pieces there (up to all of the block's) would outlive
+         * its budget.  If the heal fails the block keeps its size: still a valid shrink. */
         if (!heal(e->addr + usable, e->moved_len - usable)) {
-            vmas_raise(2);
-            ATOMIC_ADD(&remap_budget, 2);
+            ATOMIC_ADD(&remap_in_place, 1);
+            return (void *)e->addr;
         }
         e->moved_len = usable;
     }

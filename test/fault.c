@@ -790,8 +790,9 @@ Test(fault, heal_failure_keeps_the_heap_sound, .timeout = 120)
                 (unsigned long)s4.remap_heals, (unsigned long)s4.remap_copies, (unsigned long)s4.vmas);
 }
 
-/* A shrink whose heal of the cut tail fails: those VMAs stay, so they must keep their budget,
- * and tide's range must stay within 1 + 2 * remap_max VMAs. */
+/* A shrink whose heal of the cut tail fails: the block keeps its size (the tail's VMAs are
+ * still its own and keep its budget), and tide's range must stay within 1 + 2 * remap_max
+ * VMAs. */
 Test(fault, heal_failure_on_shrink_keeps_the_vma_bound, .timeout = 60)
 {
     conf("remap", "on");
@@ -916,4 +917,75 @@ Test(fault, os_primitives_keep_errno, .timeout = 60)
     dup2(saved, 2);
     close(saved);
     munmap(pg, PAGE);
+}
+
+/* A moved block that grew in place and moved again is made of two pieces.  A shrink whose
+ * cut falls in the first piece, with the heal of the cut tail failing, must not leave those
+ * pieces behind unpaid: after the block is freed, tide's count of extra VMAs still covers
+ * what is in its range, and moves of other blocks keep it within 1 + 2 * remap_max. */
+Test(fault, heal_failure_on_shrink_of_a_block_in_two_pieces_keeps_the_vma_bound, .timeout = 60)
+{
+    conf("remap", "on");
+    conf("remap_threshold", "65536");
+    conf("remap_max", "3"); /* room for the two-piece block (3) beside its old place (2) */
+    const uint64_t limit = 1 + 2 * 3;
+    size_t n = 2 * MiB;
+    tide_stats_t h0 = stats();
+    cr_assert(h0.vmas == 1, "tide's range starts in %lu VMAs", (unsigned long)h0.vmas);
+    void *blocker;
+    char *m = blocked_block(n, &blocker);
+    cr_assert(m != NULL);
+    fill(m, n / 2, m);
+    size_t size = 2 * n;
+    char *q = realloc(m, size); /* moves: one piece of n bytes, then n grown in the range's VMA */
+    cr_assert(q != NULL && stats().remap_moves == h0.remap_moves + 1, "the first realloc did not move pages");
+    /* Grow it by n at a time, with blocks of n allocated meanwhile, until one lands after
+     * it and the growth moves it again. */
+    for (int i = 0; i < 200 && stats().remap_moves == h0.remap_moves + 1; i++) {
+        cr_assert(nfillers < sizeof fillers / sizeof fillers[0]);
+        fillers[nfillers++] = malloc(n);
+        q = realloc(q, size + n);
+        cr_assert(q != NULL);
+        size += n;
+    }
+    tide_stats_t h1 = stats();
+    cr_assert(h1.remap_moves == h0.remap_moves + 2 && h1.remap_live == 1,
+              "the block did not move a second time (moves %lu, live %lu)",
+              (unsigned long)(h1.remap_moves - h0.remap_moves), (unsigned long)h1.remap_live);
+    cr_expect(bad_words(q, n / 2, m) == 0, "contents lost by the second move");
+    arm(F_HEAL, 0, ALWAYS);
+    char *s = realloc(q, n / 2); /* the cut falls in the first piece: healing the tail fails */
+    disarm();
+    cr_assert(s != NULL);
+    cr_expect(bad_words(s, n / 2, m) == 0, "contents lost by the shrink");
+    free(s); /* heals what is left of the block */
+    tide_stats_t h2 = stats();
+    cr_log_info("two pieces, tail heal failed: %lu VMAs after the free, %lu extra counted", (unsigned long)h2.vmas,
+                (unsigned long)h2.remap_vmas);
+    cr_expect(h2.vmas <= 1 + h2.remap_vmas, "%lu VMAs in tide's range but only %lu extra counted",
+              (unsigned long)h2.vmas, (unsigned long)h2.remap_vmas);
+    /* Moves of other blocks, as many as the budget allows. */
+    void *moved[4], *blockers[4];
+    for (int i = 0; i < 4; i++) {
+        char *b = blocked_block(n, &blockers[i]);
+        cr_assert(b != NULL);
+        moved[i] = realloc(b, 2 * n);
+        cr_assert(moved[i] != NULL);
+        tide_stats_t h3 = stats();
+        cr_expect(h3.vmas <= limit, "%lu VMAs in tide's range with remap_max:3 after the stranded tail (%lu moves)",
+                  (unsigned long)h3.vmas, (unsigned long)(h3.remap_moves - h2.remap_moves));
+        cr_expect(h3.vmas <= 1 + h3.remap_vmas, "%lu VMAs in tide's range but only %lu extra counted",
+                  (unsigned long)h3.vmas, (unsigned long)h3.remap_vmas);
+    }
+    tide_stats_t h4 = stats();
+    cr_log_info("then 4 blocked reallocs: %lu moves, %lu copies, %lu VMAs", (unsigned long)(h4.remap_moves - h2.remap_moves),
+                (unsigned long)(h4.remap_copies - h2.remap_copies), (unsigned long)h4.vmas);
+    for (int i = 0; i < 4; i++) {
+        free(moved[i]);
+        free(blockers[i]);
+    }
+    free(blocker);
+    free_fillers();
+    heap_ok("at the end");
+    conf("remap_max", "1");
 }
