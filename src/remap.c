@@ -79,10 +79,15 @@ static void forget_move(extent_t *e, bool healed)
     e->moved_pieces = 0;
 }
 
+/* In a fork child a fresh mapping never merges into the VMAs inherited from the parent, so
+ * a heal would remove none of them: it is not tried there, and the pieces keep their budget
+ * for good (a child never moves, so that budget holds nothing back). */
+static bool can_heal(void) { return !region.inherited; }
+
 void remap_before_free(extent_t *e)
 {
     if (e->moved_pieces)
-        forget_move(e, heal(e->addr, e->moved_len));
+        forget_move(e, can_heal() && heal(e->addr, e->moved_len));
 }
 
 static void *remap_move(extent_t *e, size_t npages)
@@ -145,8 +150,10 @@ void *remap_realloc(extent_t *e, size_t usable)
     if (npages < e->npages && e->moved_len > usable) {
         /* The cut-off tail must not stay behind in VMAs of its own: once cut off, nothing
          * would heal them, and the pieces there (up to all of the block's) would outlive
-         * its budget.  If the heal fails the block keeps its size: still a valid shrink. */
-        if (!heal(e->addr + usable, e->moved_len - usable)) {
+         * its budget.  If the heal fails the block keeps its size: still a valid shrink.
+         * (In a fork child the tail stays unhealed: the block's budget is never given back
+         * there, so it keeps paying for them.) */
+        if (can_heal() && !heal(e->addr + usable, e->moved_len - usable)) {
             ATOMIC_ADD(&remap_in_place, 1);
             return (void *)e->addr;
         }

@@ -420,3 +420,46 @@ Test(remap, fork_child_copies_and_keeps_its_vmas, .timeout = 60)
     waitpid(pid, &st, 0);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
 }
+
+/* A fork child that frees a block moved by its parent cannot heal it (a fresh mapping does
+ * not merge into the inherited VMA): the pieces stay, and so must their place in tide's
+ * count of extra VMAs. */
+Test(remap, fork_child_freeing_a_moved_block_keeps_counting_its_vmas, .timeout = 60)
+{
+    long base_vmas = tide_vmas();
+    uint8_t *p = malloc(2 * MiB), *wall = malloc(MiB);
+    fill(p, 0, 2 * MiB, 11);
+    uint64_t moves0 = stats().remap_moves;
+    uint8_t *q = realloc(p, 8 * MiB);
+    cr_assert_not_null(q);
+    cr_assert_eq(stats().remap_moves, moves0 + 1, "the realloc did not move pages");
+    cr_assert_gt(tide_vmas(), base_vmas);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        tide_stats_t c0 = stats();
+        free(q);
+        tide_stats_t c1 = stats();
+        int bad = 0;
+        if ((long)c0.vmas > base_vmas + (long)c0.remap_vmas)
+            bad |= 1;
+        if ((long)c1.vmas > base_vmas + (long)c1.remap_vmas)
+            bad |= 2;
+        if (c1.remap_live != 0)
+            bad |= 4;
+        if (bad)
+            fprintf(stderr, "child: %lu VMAs, %lu extra counted before the free; %lu and %lu after (base %ld)\n",
+                    (unsigned long)c0.vmas, (unsigned long)c0.remap_vmas, (unsigned long)c1.vmas,
+                    (unsigned long)c1.remap_vmas, base_vmas);
+        _exit(bad);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d (1: count low before the free, 2: after, "
+              "4: still live)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    cr_expect_eq(first_bad(q, 0, 2 * MiB, 11), SIZE_MAX, "the parent's block changed");
+    free(q);
+    free(wall);
+    cr_expect_eq(tide_vmas(), base_vmas);
+    cr_expect_eq(stats().remap_vmas, 0);
+}
