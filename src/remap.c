@@ -1,7 +1,8 @@
 /* remap.c - the large-realloc path: in place, else mremap move, else copy.
  *
  * VMA budget: a moved block made of k pieces (a piece per move it went through with
- * data in another VMA) splits the range's VMA into at most k + 2 VMAs, so it costs
+ * data in another VMA; after a failed heal, per VMA it covered when it moved, counted from
+ * the maps) splits the range's VMA into at most k + 2 VMAs, so it costs
  * k + 1 extra.  The sum over live moved blocks is kept at or below 2 * remap_max, which
  * keeps tide's range within 1 + 2 * remap_max VMAs; a move that would exceed it copies.
  *
@@ -26,6 +27,9 @@ static uint64_t remap_budget; /* extra VMAs they cost (atomic) */
 /* Extra VMAs that moved pieces really occupy now, by the same cost model: raised right
  * after a move, lowered right after a heal (atomic); and its high-water mark. */
 static uint64_t remap_vmas, remap_vmas_peak;
+/* A heal failed: pieces may lie in free space, where blocks are carved across them unseen
+ * (atomic; never cleared). */
+static bool remap_strays;
 
 static void vmas_raise(uint64_t n)
 {
@@ -42,8 +46,10 @@ static uint64_t block_cost(const extent_t *e) { return e->moved_pieces ? e->move
  * stay, nothing is lost but their budget. */
 static bool heal(uintptr_t addr, size_t len)
 {
-    if (os_map_over(addr, len) != 0)
+    if (os_map_over(addr, len) != 0) {
+        ATOMIC_STORE(&remap_strays, true); /* before the pages can be freed (page-heap lock) */
         return false;
+    }
     if (region.thp)
         os_hugepage(addr, len);
     ATOMIC_ADD(&remap_heals, 1);
@@ -96,6 +102,14 @@ static void *remap_move(extent_t *e, size_t npages)
     /* Pieces at the new place: the old moved pieces, plus one for the part that grew in
      * place after the last move (it sits in the range's VMA, with other offsets). */
     unsigned pieces = e->moved_pieces ? e->moved_pieces + (e->moved_len < old_bytes) : 1;
+    if (ATOMIC_LOAD(&remap_strays)) {
+        /* The block may cover pieces a failed heal left behind: each VMA under it becomes a
+         * piece of its own at the new place.  Only this thread changes the VMAs inside it. */
+        long v = os_count_vmas(e->addr, e->addr + old_bytes);
+        if (v < 0)
+            return NULL; /* unknown: copy */
+        pieces = MAX(pieces, (unsigned)MIN(v, 251));
+    }
     uint64_t cost = pieces + 1u, old_cost = block_cost(e);
     /* The old pieces stay in their VMAs until healed after the move: the new ones are
      * reserved on top of them, and the old cost comes back only after their heal. */

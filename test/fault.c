@@ -989,3 +989,50 @@ Test(fault, heal_failure_on_shrink_of_a_block_in_two_pieces_keeps_the_vma_bound,
     heap_ok("at the end");
     conf("remap_max", "1");
 }
+
+/* A moved block freed while healing fails leaves its piece in the free space.  A block
+ * later carved across that piece spans two VMAs, and moving it makes two pieces, not the
+ * one a first move makes: tide's count of extra VMAs must see them, and the range must
+ * stay within 1 + 2 * remap_max VMAs. */
+Test(fault, heal_failure_at_free_leaves_pieces_that_later_moves_count, .timeout = 60)
+{
+    conf("remap", "on");
+    conf("remap_threshold", "65536");
+    conf("remap_max", "3");
+    const uint64_t limit = 1 + 2 * 3;
+    size_t n = 2 * MiB;
+    cr_assert(stats().vmas == 1);
+    void *blocker;
+    char *m = blocked_block(n, &blocker);
+    cr_assert(m != NULL);
+    char *q = realloc(m, 4 * n); /* one piece: [q, q + n) */
+    cr_assert(q != NULL && stats().remap_live == 1, "the realloc did not move pages");
+    arm(F_HEAL, 0, ALWAYS);
+    free(q);
+    disarm();
+    uintptr_t piece_lo = (uintptr_t)q, piece_hi = piece_lo + n;
+    bool across = false;
+    void *moved[3], *blockers[3];
+    for (int i = 0; i < 3; i++) {
+        char *b = blocked_block(3 * n / 2, &blockers[i]);
+        cr_assert(b != NULL);
+        across |= (uintptr_t)b < piece_hi && (uintptr_t)b + 3 * n / 2 > piece_hi;
+        moved[i] = realloc(b, 3 * n);
+        cr_assert(moved[i] != NULL);
+        tide_stats_t s = stats();
+        cr_log_info("block at piece%+ld: %lu VMAs, %lu extra counted, %lu moves", (long)((uintptr_t)b - piece_lo),
+                    (unsigned long)s.vmas, (unsigned long)s.remap_vmas, (unsigned long)s.remap_moves);
+        cr_expect(s.vmas <= 1 + s.remap_vmas, "%lu VMAs in tide's range but only %lu extra counted",
+                  (unsigned long)s.vmas, (unsigned long)s.remap_vmas);
+        cr_expect(s.vmas <= limit, "%lu VMAs in tide's range with remap_max:3", (unsigned long)s.vmas);
+    }
+    cr_expect(across, "no block was carved across the unhealed piece: the test misses its case");
+    for (int i = 0; i < 3; i++) {
+        free(moved[i]);
+        free(blockers[i]);
+    }
+    free(blocker);
+    free_fillers();
+    heap_ok("at the end");
+    conf("remap_max", "1");
+}
