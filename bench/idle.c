@@ -21,14 +21,19 @@
  * ms:rss:nolazy samples of the idle period.  Under tide (a weak tide_conf_get), the
  * purge, decay_ms and thp settings in force are printed too.  The live heap is checked at the end: a
  * block that lost its contents exits 2.
+ * --threads=2 starts a second thread first, which only waits for the end: a
+ * multithreaded program (tide's default background:auto starts its purger thread only
+ * in one; a single-threaded program purges at its own next calls, so it keeps the burst
+ * through an idle period).
  * Usage: idle [--idle-ms=MS] [--sample-ms=MS] [--burst=BYTES] [--live=BYTES]
- *             [--min=BYTES] [--max=BYTES] [--seed=N]   (BYTES: k, m, g suffixes)
+ *             [--min=BYTES] [--max=BYTES] [--seed=N] [--threads=1|2]   (BYTES: k, m, g suffixes)
  */
 #include "config.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,8 +128,22 @@ static void sleep_until(const struct timespec *t0, long ms)
 static void usage(void)
 {
     fprintf(stderr, "usage: idle [--idle-ms=MS] [--sample-ms=MS] [--burst=BYTES] "
-                    "[--live=BYTES] [--min=BYTES] [--max=BYTES] [--seed=N]\n");
+                    "[--live=BYTES] [--min=BYTES] [--max=BYTES] [--seed=N] [--threads=1|2]\n");
     exit(1);
+}
+
+/* The second thread of --threads=2: it makes no allocator call of its own. */
+static pthread_mutex_t waiter_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t waiter_cv = PTHREAD_COND_INITIALIZER;
+static int waiter_done;
+
+static void *waiter(void *arg)
+{
+    pthread_mutex_lock(&waiter_mu);
+    while (!waiter_done)
+        pthread_cond_wait(&waiter_cv, &waiter_mu);
+    pthread_mutex_unlock(&waiter_mu);
+    return arg;
 }
 
 int main(int argc, char **argv)
@@ -132,7 +151,7 @@ int main(int argc, char **argv)
     long idle_ms = 2500, sample_ms = 250;
     size_t burst_bytes = (size_t)1 << 30, live_bytes = (size_t)64 << 20;
     size_t min = (size_t)64 << 10, max = (size_t)4 << 20;
-    uint64_t seed = 1;
+    uint64_t seed = 1, threads = 1;
     static const struct option longopts[] = {
         { "idle-ms", required_argument, NULL, 'i' },
         { "sample-ms", required_argument, NULL, 'S' },
@@ -141,6 +160,7 @@ int main(int argc, char **argv)
         { "min", required_argument, NULL, 'n' },
         { "max", required_argument, NULL, 'x' },
         { "seed", required_argument, NULL, 's' },
+        { "threads", required_argument, NULL, 't' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -153,6 +173,7 @@ int main(int argc, char **argv)
         case 'n': min = bench_parse_bytes(optarg, "idle", "--min"); break;
         case 'x': max = bench_parse_bytes(optarg, "idle", "--max"); break;
         case 's': seed = bench_parse_count(optarg, "--seed"); break;
+        case 't': threads = bench_parse_count(optarg, "--threads"); break;
         default: usage();
         }
     }
@@ -160,6 +181,15 @@ int main(int argc, char **argv)
         usage();
     if ((min & (min - 1)) || (max & (max - 1)) || min >= max) {
         fprintf(stderr, "idle: --min and --max must be powers of two, --min < --max\n");
+        return 1;
+    }
+    if (threads != 1 && threads != 2) {
+        fprintf(stderr, "idle: --threads must be 1 or 2\n");
+        return 1;
+    }
+    pthread_t waiter_thread;
+    if (threads == 2 && pthread_create(&waiter_thread, NULL, waiter, NULL) != 0) {
+        fprintf(stderr, "idle: pthread_create failed\n");
         return 1;
     }
     if (idle_ms / sample_ms + 2 > MAX_SAMPLES)
@@ -231,7 +261,15 @@ int main(int argc, char **argv)
         free(live[i]);
     }
 
+    if (threads == 2) {
+        pthread_mutex_lock(&waiter_mu);
+        waiter_done = 1;
+        pthread_cond_signal(&waiter_cv);
+        pthread_mutex_unlock(&waiter_mu);
+        pthread_join(waiter_thread, NULL);
+    }
     printf("idle_ms %ld\n", idle_ms);
+    printf("threads %" PRIu64 "\n", threads);
     printf("burst_bytes %zu\n", burst_bytes);
     printf("burst_blocks %zu\n", nburst);
     printf("live_bytes %zu\n", live_bytes);
@@ -252,7 +290,7 @@ int main(int argc, char **argv)
     printf("peak_rss_kib %ld\n", probe_peak_rss_kib());
     printf("live_bad %zu\n", bad);
     if (tide_conf_get) {
-        static const char *const keys[] = { "purge", "decay_ms", "thp" };
+        static const char *const keys[] = { "purge", "decay_ms", "thp", "background" };
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
             char value[64];
             if (tide_conf_get(keys[i], value, sizeof value) == 0)

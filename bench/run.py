@@ -117,8 +117,11 @@ REALLOC_MODES = [
 REALLOC_TIME_LIMIT_S = 2
 REALLOC_REFS = ("glibc", "jemalloc", "mimalloc")  # the columns of ratios
 
-# bench/idle: 1 GiB burst freed, then an idle period of 2.5 x tide's default decay_ms.
+# bench/idle: 1 GiB burst freed, then an idle period of 2.5 x tide's default decay_ms, in a
+# program with a second thread (tide's default background:auto starts its purger thread
+# only in a multithreaded program), and tide's default once more single-threaded.
 IDLE_ARGS = []
+IDLE_THREADS_ARGS = ["--threads=2"]
 IDLE_QUICK_ARGS = ["--idle-ms=1500", "--burst=256m"]
 IDLE_COLUMN_MS = (0, 500, 1000, 1500, 2000, 2500)  # the samples shown in the table
 
@@ -126,8 +129,9 @@ IDLE_COLUMN_MS = (0, 500, 1000, 1500, 2000, 2500)  # the samples shown in the ta
 class Variant:
     """One allocator setting: a library to preload (None: glibc) and its environment."""
 
-    def __init__(self, label, family, lib, env=None):
+    def __init__(self, label, family, lib, env=None, argv=None):
         self.label, self.family, self.lib, self.env = label, family, lib, dict(env or {})
+        self.argv = list(argv or [])  # extra arguments to the program (bench/idle's --threads)
 
     def environ(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED_PREFIXES)}
@@ -275,6 +279,9 @@ def build_variants(args, notes):
         out["micro"] += [tide_variant(lib, c) for c in micro_confs]
         out["realloc"] += [tide_variant(lib, c) for c in confs.get("realloc", all_confs)]
         out["idle"] += [tide_variant(lib, c) for c in confs.get("idle", all_confs)]
+        out["idle"].append(Variant("tide (single-threaded)", "tide", lib, argv=["--threads=1"]))
+    for v in out["idle"]:
+        v.argv = v.argv or list(IDLE_THREADS_ARGS)
     return out
 
 
@@ -642,7 +649,7 @@ def run_idle(args, runner, variants, bindir):
     runs = {v.label: [] for v in variants}
     for rnd in range(1, args.runs + 1):
         for v in variants:
-            out = runner.run_timed(argv, v, "idle", 300)
+            out = runner.run_timed(argv + v.argv, v, "idle", 300)
             kv = parse_key_values(out) if out is not None else {}
             res = None
             if out is not None:
@@ -655,7 +662,8 @@ def run_idle(args, runner, variants, bindir):
             if res:
                 res["other_load"] = runner.other_load
                 res["policy"] = ",".join(f"{k}:{kv[f'tide_{k}']}" for k in
-                                         ("purge", "decay_ms", "thp") if f"tide_{k}" in kv)
+                                         ("purge", "decay_ms", "thp", "background")
+                                         if f"tide_{k}" in kv)
                 runs[v.label].append(res)
                 runner.check_provider(v, kv.get("allocator"))
                 raw.append(dict({k: res[k] for k in IDLE_KEYS}, allocator=v.label, run=rnd,
@@ -1284,7 +1292,9 @@ def main():
         idle_what = ("256 MiB burst, 1.5 s idle (QUICK)" if args.quick else
                      "1 GiB burst, 2.5 s idle")
         md.append("### Purge policies: throughput against RSS after idle\n")
-        md.append(f"`bench/idle` ({idle_what}): a 64 MiB live heap, a burst of 64 KiB – 4 MiB "
+        md.append(f"`bench/idle` ({idle_what}): a program with a second thread (`--threads=2`; "
+                  "tide (single-threaded): `--threads=1`) keeps a 64 MiB live heap; a burst of "
+                  "64 KiB – 4 MiB "
                   "blocks touched and freed, then no allocator call for the idle period; RSS "
                   "(VmRSS) and RSS − LazyFree (what stays once the kernel takes back MADV_FREE "
                   "pages) at its end, then the time to allocate and touch the same burst again "

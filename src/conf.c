@@ -15,7 +15,7 @@
 conf_t conf = {
     .purge = PURGE_DONTNEED,
     .decay_ms = 1000,
-    .background = 1,
+    .background = BACKGROUND_AUTO,
     .arenas = 0,
     .tcache = 1,
     .thp = 0,
@@ -25,28 +25,32 @@ conf_t conf = {
     .remap_threshold = 1 << 20,
 };
 
-typedef enum { CONF_BOOL, CONF_ENUM, CONF_INT, CONF_SIZE } conf_type_t;
+/* CONF_MODE: an enum whose first two names are off and on, which also takes the words
+ * of a boolean (the key was a boolean before it had more values). */
+typedef enum { CONF_BOOL, CONF_ENUM, CONF_MODE, CONF_INT, CONF_SIZE } conf_type_t;
 
 typedef struct conf_key_s {
     const char *name;
     conf_type_t type;
     long *value;
     long min, max;
-    const char *const *names; /* CONF_ENUM: value i is names[i] */
+    const char *const *names; /* CONF_ENUM, CONF_MODE: value i is names[i] */
     bool runtime;             /* settable with tide_conf_set() */
     const char *def;
     const char *help;
 } conf_key_t;
 
 static const char *const purge_names[] = { "none", "dontneed", "free", NULL };
+static const char *const background_names[] = { "off", "on", "auto", NULL };
 
 static const conf_key_t conf_keys[] = {
     { "purge", CONF_ENUM, &conf.purge, 0, 2, purge_names, true, "dontneed",
       "how free pages go back to the kernel: none, dontneed (MADV_DONTNEED), free (MADV_FREE)" },
     { "decay_ms", CONF_INT, &conf.decay_ms, -1, 86400000, NULL, true, "1000",
       "how long a freed page stays resident before it is purged; 0 = at once, -1 = never" },
-    { "background", CONF_BOOL, &conf.background, 0, 1, NULL, true, "on",
-      "a background thread purges decayed pages of an idle process" },
+    { "background", CONF_MODE, &conf.background, 0, 2, background_names, true, "auto",
+      "a background thread purges decayed pages of an idle process: on, off, or auto (only once the "
+      "program has a second thread; a single-threaded one purges from its own calls)" },
     { "arenas", CONF_INT, &conf.arenas, 0, 1024, NULL, false, "0",
       "number of arenas; 0 = 4 per CPU" },
     { "tcache", CONF_BOOL, &conf.tcache, 0, 1, NULL, false, "on",
@@ -134,12 +138,15 @@ static void accepted_text(const conf_key_t *k, char *buf, size_t cap)
         strcpy(buf, "on, off, true, false, 1, 0");
         return;
     case CONF_ENUM:
+    case CONF_MODE:
         buf[0] = '\0';
         for (size_t i = 0; k->names[i]; i++) {
             if (i)
                 strcat(buf, ", ");
             strcat(buf, k->names[i]);
         }
+        if (k->type == CONF_MODE)
+            strcat(buf, ", true, false, 1, 0");
         return;
     default: {
         report_fmt_u64(lo + 1, (uint64_t)(k->min < 0 ? -k->min : k->min), 0);
@@ -177,12 +184,15 @@ int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, boo
     long v = 0;
     bool ok = false;
     switch (k->type) {
+    case CONF_MODE:
     case CONF_BOOL:
         if (word_is(val, vallen, "on") || word_is(val, vallen, "true") || word_is(val, vallen, "1"))
             v = 1, ok = true;
         else if (word_is(val, vallen, "off") || word_is(val, vallen, "false") || word_is(val, vallen, "0"))
             v = 0, ok = true;
-        break;
+        if (ok || k->type == CONF_BOOL)
+            break;
+        __attribute__((fallthrough)); /* a mode's other names */
     case CONF_ENUM:
         for (long i = 0; k->names[i]; i++)
             if (word_is(val, vallen, k->names[i]))
@@ -256,6 +266,7 @@ int conf_get(const char *key, char *buf, size_t len)
         s = v ? "on" : "off";
         break;
     case CONF_ENUM:
+    case CONF_MODE:
         s = k->names[v];
         break;
     default:

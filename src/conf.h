@@ -12,10 +12,16 @@ typedef enum {
     PURGE_FREE = 2
 } purge_policy_t;
 
+typedef enum {
+    BACKGROUND_OFF = 0,
+    BACKGROUND_ON = 1,
+    BACKGROUND_AUTO = 2 /* only once the process has a second thread */
+} background_mode_t;
+
 typedef struct conf_s {
     long purge;            /* purge_policy_t */
     long decay_ms;         /* -1: never; 0: at once */
-    long background;       /* idle purger thread */
+    long background;       /* background_mode_t: the idle purger thread */
     long arenas;           /* 0: 4 per CPU */
     long tcache;
     long thp;
@@ -27,8 +33,7 @@ typedef struct conf_s {
 
 extern conf_t conf;
 
-/* Parse TIDE_CONF from the environment (no getenv: it may run before libc is ready);
- * nothing in a setuid or setgid program (AT_SECURE). */
+/* Parse TIDE_CONF from the environment (no getenv: it may run before libc is ready). */
 void conf_init(void);
 /* Parse one "key:value,..." string; warnings for bad entries.  Returns bad entries. */
 int conf_parse(const char *s, bool at_start);

@@ -197,6 +197,7 @@ static void large_free(extent_t *e)
 {
     remap_before_free(e);
     extent_free(e);
+    purge_tick();
 }
 
 static void block_free(void *p, const block_t *b)
@@ -222,6 +223,7 @@ static void *large_alloc(size_t size, size_t align, bool zero)
         align = MAX(align, HUGEPAGE);
     }
     extent_t *e = extent_alloc_large(pages_of(size), align);
+    purge_tick();
     if (!e)
         return NULL;
     if (zero && !e->zeroed)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 
 #include "conf.h"
@@ -150,7 +151,7 @@ static void *bg_main(void *arg)
     pthread_mutex_lock(&bg_mutex);
     for (;;) {
         long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
-        if (!ATOMIC_LOAD(&conf.background) || policy == PURGE_NONE || decay < 0) {
+        if (ATOMIC_LOAD(&conf.background) == BACKGROUND_OFF || policy == PURGE_NONE || decay < 0) {
             ATOMIC_STORE(&bg_asleep, 1);
             pthread_cond_wait(&bg_cond, &bg_mutex);
             continue;
@@ -236,6 +237,17 @@ void purge_init(void)
     pthread_condattr_destroy(&attr);
 }
 
+/* Whether the purger thread may run: background:on, or auto once the program has a
+ * second thread of its own.  A single-threaded program gets no thread (it would make the
+ * process multithreaded: unshare(CLONE_NEWUSER) fails, glibc's single-threaded paths
+ * turn off, and its stack costs VMAs); it purges from its own calls instead.  glibc's
+ * flag is what glibc itself trusts: it turns false when a thread is created, for good. */
+static bool bg_wanted(void)
+{
+    long mode = ATOMIC_LOAD(&conf.background);
+    return mode == BACKGROUND_ON || (mode == BACKGROUND_AUTO && !__libc_single_threaded);
+}
+
 void purge_after_free(void)
 {
     long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
@@ -247,7 +259,7 @@ void purge_after_free(void)
         purge_run(now, policy, false, false);
         return;
     }
-    if (ATOMIC_LOAD(&conf.background)) {
+    if (bg_wanted()) {
         if (!ATOMIC_LOAD(&bg_state))
             bg_start();
         else
@@ -261,6 +273,23 @@ void purge_after_free(void)
     }
     if (now >= due)
         purge_run(now - (uint64_t)decay * 1000000u, policy, false, false);
+}
+
+void purge_tick(void)
+{
+    /* Free when nothing is dirty: no clock read. */
+    uint64_t due = ATOMIC_LOAD(&purge_next_ns);
+    if (due == 0 || ATOMIC_LOAD(&bg_state))
+        return;
+    long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
+    if (policy == PURGE_NONE || decay <= 0)
+        return;
+    uint64_t now = os_now_ns();
+    if (now < due)
+        return;
+    /* What the purger thread would do: the lists idling in transfer caches first. */
+    transfer_drain_idle();
+    purge_run(now - (uint64_t)decay * 1000000u, policy, false, false);
 }
 
 size_t purge_all(void)

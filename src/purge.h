@@ -16,6 +16,10 @@
 void purge_init(void);
 /* A free has just made pages dirty (no lock held). */
 void purge_after_free(void);
+/* A large block was allocated or freed (no lock held): when no purger thread runs, do
+ * what it would have done by now (drain idle transfer caches, purge what has decayed),
+ * so that a single-threaded program gives memory back from its own calls. */
+void purge_tick(void);
 /* Purge every dirty page now (tide_purge, malloc_trim).  Returns bytes purged. */
 size_t purge_all(void);
 

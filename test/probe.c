@@ -4,7 +4,9 @@
  * nor stdio: /proc files are read with open/read into stack buffers. */
 #include <errno.h>
 #include <dirent.h>
+#include <sched.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,6 +249,10 @@ static int cmd_idle(long live_mb, long burst_mb, long max_ms)
         prev = t;
         t = now_ns();
     }
+    /* The purger names itself once it runs: one started by these frees may have had no
+     * name yet above.  Its whole life is then what it spent on them. */
+    if (purger < 0)
+        purger = find_task("tide-purge");
     task_sched(purger, &run1, &wait1);
     uint64_t steal1 = steal_ns();
     tide_stats_get(&st1, sizeof st1);
@@ -257,6 +263,64 @@ static int cmd_idle(long live_mb, long burst_mb, long max_ms)
            (unsigned long)((run1 - run0) / 1000000u), (unsigned long)((wait1 - wait0) / 1000000u),
            (unsigned long)((steal1 - steal0) / 1000000u),
            (unsigned long)((st1.purged_bytes - st0.purged_bytes) >> 10));
+    for (size_t i = 0; i < nlive; i++)
+        free(live[i]);
+    return 0;
+}
+
+static long threads_now(void) { return read_kb("/proc/self/status", "Threads"); }
+
+/* threads MB: free MB MiB of 1 MiB blocks, leaving dirty pages, then report the process's
+ * threads and whether it may enter a new user namespace (the kernel refuses a
+ * multithreaded process with EINVAL). */
+static int cmd_threads(long mb)
+{
+    void **v = calloc((size_t)mb, sizeof *v);
+    for (long i = 0; i < mb; i++) {
+        v[i] = malloc(MiB);
+        touch(v[i], MiB);
+    }
+    for (long i = 0; i < mb; i++)
+        free(v[i]);
+    free(v);
+    long threads = threads_now();
+    int r = unshare(CLONE_NEWUSER);
+    printf("threads=%ld\nunshare=%d\nunshare_errno=%d\n", threads, r, r ? errno : 0);
+    return 0;
+}
+
+/* One malloc and free of a large block (a call that reaches the page heap). */
+static void one_call(void)
+{
+    void *volatile p = malloc(128 * 1024); /* volatile: the compiler must not drop the pair */
+    free(p);
+}
+
+/* idle-next LIVE_MB BURST_MB WAIT_MS: keep LIVE_MB live, allocate and free a BURST_MB
+ * burst, make no call for WAIT_MS and report the excess RSS; then one call, the excess
+ * after it, and after another WAIT_MS and call.  A single-threaded process with no purger
+ * thread purges what has decayed at its next calls (the objects that first call drains
+ * from the transfer caches decay in their turn). */
+static int cmd_idle_next(long live_mb, long burst_mb, long wait_ms)
+{
+    static void *live[1 << 16], *burst[1 << 18];
+    uint64_t seed = 88172645463325252ull;
+    long base = rss_kb();
+    size_t live_bytes, burst_bytes;
+    size_t nlive = alloc_mixed(live, 1 << 16, (size_t)live_mb * MiB, &live_bytes, &seed);
+    size_t nburst = alloc_mixed(burst, 1 << 18, (size_t)burst_mb * MiB, &burst_bytes, &seed);
+    for (size_t i = 0; i < nburst; i++)
+        free(burst[i]);
+    nap_ms(wait_ms);
+    long idle_kb = rss_kb() - lazy_kb() - base, threads = threads_now();
+    one_call();
+    long next_kb = rss_kb() - lazy_kb() - base;
+    nap_ms(wait_ms);
+    one_call();
+    long later_kb = rss_kb() - lazy_kb() - base;
+    printf("live_kb=%zu\nburst_kb=%zu\nidle_kb=%ld\nnext_kb=%ld\nlater_kb=%ld\nlimit_kb=%ld\nthreads=%ld\n",
+           live_bytes / 1024, burst_bytes / 1024, idle_kb, next_kb, later_kb, (long)(live_bytes / 1024) * 105 / 100,
+           threads);
     for (size_t i = 0; i < nlive; i++)
         free(live[i]);
     return 0;
@@ -306,14 +370,34 @@ static int cmd_decay0_asleep(void)
     return 0;
 }
 
+/* --thread: a second thread that makes no allocator call, started before anything else,
+ * so that the probe is a multithreaded program (tide's default background:auto starts its
+ * purger thread only in one). */
+static void *sleeper(void *arg)
+{
+    for (;;)
+        pause();
+    return arg;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "--thread") == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, sleeper, NULL) != 0)
+            return 8;
+        argc--, argv++;
+    }
     if (argc >= 3 && strcmp(argv[1], "drop") == 0)
         return cmd_drop(atol(argv[2]));
     if (argc >= 5 && strcmp(argv[1], "idle") == 0)
         return cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]));
     if (argc >= 3 && strcmp(argv[1], "conf") == 0)
         return cmd_conf(argv[2]);
+    if (argc >= 3 && strcmp(argv[1], "threads") == 0)
+        return cmd_threads(atol(argv[2]));
+    if (argc >= 5 && strcmp(argv[1], "idle-next") == 0)
+        return cmd_idle_next(atol(argv[2]), atol(argv[3]), atol(argv[4]));
     if (argc >= 5 && strcmp(argv[1], "idle-child") == 0) {
         /* The same in a fork child: the purger thread did not survive the fork, and the
          * child must start its own. */
@@ -333,6 +417,7 @@ int main(int argc, char **argv)
         return cmd_decay0_asleep();
     if (argc >= 2 && strcmp(argv[1], "noop") == 0)
         return 0;
-    fprintf(stderr, "usage: probe drop MB | idle|idle-child LIVE_MB BURST_MB MAX_MS | conf KEY | decay0-asleep | noop\n");
+    fprintf(stderr, "usage: probe [--thread] drop MB | idle|idle-child LIVE_MB BURST_MB MAX_MS | conf KEY | decay0-asleep | "
+                    "threads MB | idle-next LIVE_MB BURST_MB WAIT_MS | noop\n");
     return 2;
 }

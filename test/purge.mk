@@ -5,7 +5,7 @@ check_PROGRAMS += test/probe test/test_purge
 TESTS += test/test_purge
 endif
 test_probe_SOURCES = test/probe.c
-test_probe_LDADD = src/libtide.la
+test_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
 test_probe_LDFLAGS = -no-install
 test_test_purge_SOURCES = test/test_purge.c
 test_test_purge_CPPFLAGS = $(AM_CPPFLAGS) $(CRITERION_CFLAGS) -DPROBE_PATH=\"$(abs_top_builddir)/test/probe\" \

@@ -198,17 +198,44 @@ Test(bench_idle, under_tide, .timeout = 60)
 
 /* With a 100 ms decay, tide's background purger gives the burst back while the process
  * is idle.  The idle period is 5 x decay_ms: with one equal to decay_ms, the last sample
- * would race the purger (the last blocks are freed just before the idle period starts). */
+ * would race the purger (the last blocks are freed just before the idle period starts).
+ * --threads=2: the default background:auto starts the purger in a multithreaded program. */
 Test(bench_idle, tide_purges_while_idle, .timeout = 60)
 {
     struct run_result r;
     run_bench(&r, IDLE_PATH, TIDE_LIB, "TIDE_CONF=purge:dontneed,decay_ms:100",
-              ((const char *const[]){ "--idle-ms=500", "--burst=64m", "--live=16m", NULL }));
+              ((const char *const[]){ "--idle-ms=500", "--burst=64m", "--live=16m", "--threads=2", NULL }));
     expect_idle_report(r.out, 500);
     const double peak = number(r.out, "nolazy_peak_kib"), idle = number(r.out, "nolazy_idle_kib");
     cr_expect_geq(peak - idle, 32 * 1024,
                   "RSS-LazyFree fell by only %.0f KiB of a 64 MiB burst:\n%s", peak - idle, r.out);
     run_result_free(&r);
+}
+
+/* Single-threaded, the default background:auto starts no purger: the burst stays while
+ * the process is idle (it goes at the process's next calls). */
+Test(bench_idle, tide_single_threaded_keeps_the_burst_while_idle, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, IDLE_PATH, TIDE_LIB, "TIDE_CONF=purge:dontneed,decay_ms:100",
+              ((const char *const[]){ "--idle-ms=500", "--burst=64m", "--live=16m", "--threads=1", NULL }));
+    expect_idle_report(r.out, 500);
+    cr_expect_eq(number(r.out, "threads"), 1, "%s", r.out);
+    cr_expect_gt(number(r.out, "nolazy_idle_kib"), number(r.out, "nolazy_peak_kib") - 8 * 1024, "%s", r.out);
+    run_result_free(&r);
+}
+
+Test(bench_idle, bad_arguments, .timeout = 10)
+{
+    static const char *const bad[] = { "--threads=3", "--threads=0", "--min=3000", "--burst=1q" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = { IDLE_PATH, bad[i], NULL };
+        struct run_result r;
+        run_program(&r, argv, NULL, NULL, NULL);
+        cr_expect_eq(r.status, 1, "%s: exit %d", bad[i], r.status);
+        cr_expect(strstr(r.err, bad[i][2] == 't' ? "--threads" : "-") != NULL, "%s: %s", bad[i], r.err);
+        run_result_free(&r);
+    }
 }
 
 /* ---- bench/prodcons ---- */

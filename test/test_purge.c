@@ -232,7 +232,7 @@ Test(purge, thp_units_free_in_two_states_are_purged_whole, .timeout = 120)
 Test(purge, decay_0_at_run_time_puts_the_purger_to_sleep, .timeout = 60)
 {
     probe_out_t o;
-    probe_ok(&o, "purge:dontneed,decay_ms:100", (const char *[]){ "decay0-asleep", NULL });
+    probe_ok(&o, "purge:dontneed,decay_ms:100", (const char *[]){ "--thread", "decay0-asleep", NULL });
     long asleep = field(&o, "asleep"), samples = field(&o, "samples");
     cr_log_info("decay_ms 100 -> 0: the purger was asleep in %ld of %ld samples; %ld kB dirty", asleep, samples,
                 field(&o, "dirty_kb"));
@@ -291,30 +291,101 @@ static void idle_expect(const probe_out_t *o, const char *what, long decay_ms, b
     cr_expect_geq(purged, drop - drop / 20, "%s: RSS fell by %ld kB but tide purged only %ld kB", what, drop, purged);
 }
 
-static void idle_case(const char *conf, long decay_ms, bool expect_return)
+/* The probe runs with a second thread of its own (--thread, a multithreaded program: the
+ * default background:auto starts the purger thread only in one), unless SINGLE. */
+static void idle_case(const char *conf, long decay_ms, bool expect_return, bool single)
 {
     probe_out_t o;
-    probe_ok(&o, conf, (const char *[]){ "idle", "256", "1024", expect_return ? "30000" : "1500", NULL });
-    idle_expect(&o, conf ? conf : "defaults", decay_ms, expect_return);
+    const char *max_ms = expect_return ? "30000" : "1500";
+    if (single)
+        probe_ok(&o, conf, (const char *[]){ "idle", "256", "1024", max_ms, NULL });
+    else
+        probe_ok(&o, conf, (const char *[]){ "--thread", "idle", "256", "1024", max_ms, NULL });
+    char what[128];
+    snprintf(what, sizeof what, "%s, %s", conf ? conf : "defaults", single ? "single-threaded" : "2 threads");
+    idle_expect(&o, what, decay_ms, expect_return);
 }
 
-Test(idle, dontneed_gives_memory_back, .timeout = 120) { idle_case("purge:dontneed,decay_ms:500", 500, true); }
-Test(idle, free_gives_memory_back, .timeout = 120) { idle_case("purge:free,decay_ms:500", 500, true); }
-Test(idle, default_policy_gives_memory_back, .timeout = 120) { idle_case(NULL, 1000, true); }
-/* The background thread is what does it: without it an idle process keeps its pages. */
+Test(idle, dontneed_gives_memory_back, .timeout = 120) { idle_case("purge:dontneed,decay_ms:500", 500, true, false); }
+Test(idle, free_gives_memory_back, .timeout = 120) { idle_case("purge:free,decay_ms:500", 500, true, false); }
+Test(idle, default_policy_gives_memory_back, .timeout = 120) { idle_case(NULL, 1000, true, false); }
+/* background:on starts the purger in a single-threaded program too. */
+Test(idle, background_on_gives_memory_back_single_threaded, .timeout = 120)
+{
+    idle_case("purge:dontneed,decay_ms:500,background:on", 500, true, true);
+}
+/* The background thread is what does it: without it an idle process keeps its pages, and
+ * the default starts none in a single-threaded program (it purges at its next calls, see
+ * background/single_threaded_program_purges_at_its_next_calls). */
 Test(idle, no_background_thread_keeps_memory, .timeout = 120)
 {
-    idle_case("purge:dontneed,decay_ms:500,background:off", 500, false);
+    idle_case("purge:dontneed,decay_ms:500,background:off", 500, false, false);
 }
-Test(idle, none_keeps_memory, .timeout = 120) { idle_case("purge:none,decay_ms:500", 500, false); }
+Test(idle, default_single_threaded_keeps_memory_while_idle, .timeout = 120)
+{
+    idle_case("purge:dontneed,decay_ms:500", 500, false, true);
+}
+Test(idle, none_keeps_memory, .timeout = 120) { idle_case("purge:none,decay_ms:500", 500, false, false); }
 
-/* A fork child starts its own purger thread (the parent's did not survive the fork). */
+/* A fork child of a multithreaded program starts its own purger thread (the parent's did
+ * not survive the fork). */
 Test(idle, fork_child_gives_memory_back, .timeout = 120)
 {
     probe_out_t o;
-    probe_ok(&o, "purge:dontneed,decay_ms:500", (const char *[]){ "idle-child", "256", "1024", "30000", NULL });
+    probe_ok(&o, "purge:dontneed,decay_ms:500", (const char *[]){ "--thread", "idle-child", "256", "1024", "30000", NULL });
     cr_expect_eq(field(&o, "purger"), 1, "the fork child has no purger thread");
     idle_expect(&o, "fork child, purge:dontneed,decay_ms:500", 500, true);
+}
+
+/* ---- no thread the program did not ask for ------------------------------------------- */
+
+/* With the default background:auto a single-threaded program stays single-threaded after
+ * frees that leave dirty pages: no purger thread, so it can still enter a user namespace
+ * (the kernel refuses a multithreaded process with EINVAL, which container runtimes and
+ * sandboxes meet). */
+Test(background, auto_starts_no_thread_in_a_single_threaded_program, .timeout = 60)
+{
+    probe_out_t o;
+    probe_ok(&o, NULL, (const char *[]){ "threads", "64", NULL });
+    long threads = field(&o, "threads"), r = field(&o, "unshare"), err = field(&o, "unshare_errno");
+    cr_log_info("defaults: after freeing 64 MiB, %ld thread(s); unshare(CLONE_NEWUSER) = %ld (errno %ld)", threads, r,
+                err);
+    cr_expect_eq(threads, 1, "a single-threaded program has %ld threads after a free", threads);
+    cr_expect(r == 0 || err != EINVAL, "unshare(CLONE_NEWUSER) failed with EINVAL: the process is multithreaded");
+    probe_ok(&o, "background:auto", (const char *[]){ "threads", "64", NULL });
+    cr_expect_eq(field(&o, "threads"), 1);
+}
+
+/* background:on keeps the old behaviour: the purger starts at the first free that leaves
+ * dirty pages, and the process is then multithreaded. */
+Test(background, on_starts_the_purger_at_once, .timeout = 60)
+{
+    probe_out_t o;
+    probe_ok(&o, "background:on", (const char *[]){ "threads", "64", NULL });
+    cr_expect_eq(field(&o, "threads"), 2);
+    cr_expect(field(&o, "unshare") == -1 && field(&o, "unshare_errno") == EINVAL,
+              "a multithreaded process entered a user namespace?");
+    probe_ok(&o, "background:off", (const char *[]){ "threads", "64", NULL });
+    cr_expect_eq(field(&o, "threads"), 1);
+}
+
+/* Without a purger thread a single-threaded program keeps its decayed pages while it is
+ * idle and gives them back at its next calls.  (The waits are lower bounds: however long
+ * the machine makes them, no purge can happen before a call.) */
+Test(background, single_threaded_program_purges_at_its_next_calls, .timeout = 120)
+{
+    probe_out_t o;
+    probe_ok(&o, "decay_ms:200", (const char *[]){ "idle-next", "256", "1024", "400", NULL });
+    long idle = field(&o, "idle_kb"), next = field(&o, "next_kb"), later = field(&o, "later_kb");
+    long limit = field(&o, "limit_kb");
+    cr_log_info("auto, decay_ms:200, 1 GiB burst freed beside a %ld kB heap: excess %ld kB after 400 ms idle, "
+                "%ld kB after the next call, %ld kB after 400 ms and another (limit %ld kB)",
+                field(&o, "live_kb"), idle, next, later, limit);
+    cr_expect_eq(field(&o, "threads"), 1);
+    cr_expect_gt(idle, limit, "memory came back while idle, without a purger thread");
+    cr_expect_leq(next, limit + (idle - limit) / 10, "the next call left %ld kB of %ld kB decayed", next - limit,
+                  idle - limit);
+    cr_expect_leq(later, limit, "the calls did not give the burst back (excess %ld kB, limit %ld kB)", later, limit);
 }
 
 /* ---- the tide wrapper ---------------------------------------------------------------- */
@@ -362,7 +433,7 @@ Test(wrapper, rejects_bad_usage, .timeout = 30)
 static const struct {
     const char *key, *bad, *def;
 } conf_keys[] = {
-    { "purge", "sometimes", "dontneed" },   { "decay_ms", "-2", "1000" },    { "background", "maybe", "on" },
+    { "purge", "sometimes", "dontneed" },   { "decay_ms", "-2", "1000" },    { "background", "maybe", "auto" },
     { "arenas", "99999", "0" },         { "tcache", "2", "on" },         { "thp", "yes please", "off" },
     { "stats", "loud", "off" },         { "remap", "sure", "on" },       { "remap_max", "-1", "1" },
     { "remap_threshold", "12q", "1048576" },

@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The documented ranges (README, conf.c's table). */
     in_range(conf.purge, 0, 2);
     in_range(conf.decay_ms, -1, 86400000);
-    in_range(conf.background, 0, 1);
+    in_range(conf.background, 0, 2);
     in_range(conf.arenas, 0, 1024);
     in_range(conf.tcache, 0, 1);
     in_range(conf.thp, 0, 1);
