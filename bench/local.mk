@@ -64,4 +64,4 @@ bench: src/libtide.la $(bench_programs)
 	  $(if $(MAX_LOAD),--max-load="$(MAX_LOAD)") \
 	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)")
 
-EXTRA_DIST += bench/run.py bench/tide-confs bench/README.md bench/results/.gitignore
+EXTRA_DIST += bench/run.py bench/background.py bench/tide-confs bench/README.md bench/results/.gitignore
