@@ -216,6 +216,11 @@ static void *large_alloc(size_t size, size_t align, bool zero)
 {
     if (size > TIDE_MAX_BLOCK)
         return NULL;
+    /* What glibc would map for it (the block and its alignment slack, before thp:on's own
+     * rounding) goes to the kernel's overcommit policy, whether the block then comes from
+     * free space or the range grows for it. */
+    if (region_admit(ALIGN_UP(size, PAGE) + (align > PAGE ? align - PAGE : 0)) != 0)
+        return NULL;
     if (ATOMIC_LOAD(&conf.thp) && size >= HUGEPAGE) {
         /* Whole aligned huge pages: the kernel faults them in whole anyway, and the
          * block can later be purged whole, leaving no fringe that would split one. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -173,6 +174,45 @@ int os_map_over(uintptr_t addr, size_t size)
     void *p = mmap((void *)addr, size, OS_PROT, OS_FLAGS | MAP_FIXED, -1, 0);
     ATOMIC_ADD(&os_counters.heal_calls, 1);
     return p == MAP_FAILED ? errno : 0;
+}
+
+int os_commit_probe(size_t size)
+{
+    OS_KEEP_ERRNO;
+    if (os_fault(OS_OP_PROBE))
+        return ENOMEM;
+    /* Without MAP_NORESERVE the kernel applies vm.overcommit_memory (mm/util.c,
+     * __vm_enough_memory): heuristic refuses one mapping larger than RAM + swap, strict
+     * refuses beyond the commit limit, always refuses nothing.  Nothing is touched, so
+     * the probe costs a few microseconds and no memory. */
+    void *p = mmap(NULL, size, OS_PROT, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ATOMIC_ADD(&os_counters.probe_calls, 1);
+    if (p == MAP_FAILED)
+        return ENOMEM;
+    munmap(p, size);
+    return 0;
+}
+
+size_t os_ram_and_swap(void)
+{
+    OS_KEEP_ERRNO;
+    struct sysinfo si;
+    if (sysinfo(&si) != 0)
+        return 0;
+    unsigned long unit = si.mem_unit ? si.mem_unit : 1;
+    return (size_t)(si.totalram + si.totalswap) * unit;
+}
+
+int os_overcommit_policy(void)
+{
+    OS_KEEP_ERRNO;
+    int fd = os_sys_open("/proc/sys/vm/overcommit_memory");
+    if (fd < 0)
+        return -1;
+    char c = 0;
+    long r = os_sys_read(fd, &c, 1);
+    os_sys_close(fd);
+    return r == 1 && c >= '0' && c <= '2' ? c - '0' : -1;
 }
 
 int os_purge(uintptr_t addr, size_t size, os_advice_t advice)

@@ -28,6 +28,7 @@ typedef enum {
     OS_OP_NO_PROCESS_MADVISE, /* process_madvise fails with ENOSYS, as before Linux 5.10 */
     OS_OP_NO_PIDFD_SELF,      /* PIDFD_SELF fails with EBADF, as before Linux 6.14 */
     OS_OP_PURGE_STALL,        /* a purge that worked returns only once the op is set again */
+    OS_OP_PROBE,   /* the overcommit probe: the kernel refuses the request */
     OS_OP_COUNT
 } os_op_t;
 
@@ -39,6 +40,7 @@ typedef struct os_counters_s {
     uint64_t map_calls;
     uint64_t move_calls;
     uint64_t heal_calls;
+    uint64_t probe_calls;
 } os_counters_t;
 
 extern os_counters_t os_counters;
@@ -54,6 +56,13 @@ int os_map_at(uintptr_t addr, size_t size);
 int os_map_anywhere(size_t size, size_t align, uintptr_t *out);
 /* Replace our own pages [ADDR, ADDR+SIZE) with fresh ones (heals a moved block's VMA). */
 int os_map_over(uintptr_t addr, size_t size);
+/* Whether the kernel's overcommit policy grants SIZE bytes: map them without MAP_NORESERVE
+ * (so the kernel accounts for them) and unmap them again.  ENOMEM when it refuses. */
+int os_commit_probe(size_t size);
+/* RAM + swap in bytes, 0 when unknown. */
+size_t os_ram_and_swap(void);
+/* vm.overcommit_memory (0 heuristic, 1 always, 2 strict), or -1 when it cannot be read. */
+int os_overcommit_policy(void);
 
 /* Give pages back by ADVICE (OS_ADV_DONTNEED or OS_ADV_FREE). */
 int os_purge(uintptr_t addr, size_t size, os_advice_t advice);

@@ -5,7 +5,10 @@
  * Growth is geometric (a quarter of what is mapped, at least 4 MiB) to keep the number
  * of mmap calls logarithmic while VSZ stays within a small factor of the heap.  A new
  * range is started only when the pages after the last one are taken or the kernel
- * refuses to extend it. */
+ * refuses to extend it.
+ *
+ * The range is mapped with MAP_NORESERVE, so the kernel never refuses it: a request big
+ * enough that the kernel might is first put to the kernel itself (region_admit). */
 #include "region.h"
 
 #include <errno.h>
@@ -19,6 +22,13 @@ region_t region;
 #define REGION_MIN_GROW (4 * MiB)
 /* The page map is reserved for this many times the heap, so that it rarely grows. */
 #define REGION_PM_SLACK 8
+/* Requests from this size on are put to the kernel (region_admit).  Below it the probe
+ * cannot fail: the heuristic policy (vm.overcommit_memory=0) refuses only a single
+ * mapping larger than RAM + swap, strict accounting (2) ignores MAP_NORESERVE and so
+ * refuses tide's own extension, and "always" (1) refuses nothing.  256 MiB keeps the
+ * probe (two system calls, 5-10 microseconds) away from ordinary requests; on a machine
+ * with less than 1 GiB of RAM + swap it is a quarter of that. */
+#define REGION_PROBE_MIN (256 * MiB)
 
 static size_t pm_bytes_for(size_t heap_bytes) { return ALIGN_UP((heap_bytes >> LG_PAGE) * sizeof(pm_entry_t), PAGE); }
 
@@ -67,6 +77,8 @@ static int range_create(uintptr_t hint, size_t heap)
 int region_init(bool thp)
 {
     region.thp = thp;
+    size_t ram = os_ram_and_swap();
+    region.probe_min = ram ? MIN(REGION_PROBE_MIN, MAX(ram / 4, PAGE)) : REGION_PROBE_MIN;
     uint64_t seed = os_random_seed();
     for (int attempt = 0; attempt < 8; attempt++) {
         uint64_t gib = (seed >> (attempt * 8)) % REGION_HINT_SPAN_GIB;
@@ -105,6 +117,26 @@ static int range_extend(range_t *r, size_t len)
     ATOMIC_STORE_REL(&r->end, new_end);
     region_apply_thp(r);
     return 0;
+}
+
+int region_admit(size_t bytes)
+{
+    if (bytes < region.probe_min || bytes <= ATOMIC_LOAD(&region.admitted_max))
+        return 0;
+    if (os_commit_probe(bytes) == 0) {
+        /* Under the heuristic policy the answer depends on the size alone: a smaller
+         * request is granted too.  (Under the other two a probe decides nothing: see
+         * REGION_PROBE_MIN and below.) */
+        size_t cur = ATOMIC_LOAD(&region.admitted_max);
+        while (cur < bytes && !__atomic_compare_exchange_n(&region.admitted_max, &cur, bytes, true,
+                                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+        return 0;
+    }
+    /* Strict accounting charges tide's range in full already (it ignores MAP_NORESERVE):
+     * free space tide holds needs nothing more, and the kernel refuses a growth itself.
+     * Refusing here would count the free pages twice. */
+    return os_overcommit_policy() == 2 ? 0 : ENOMEM;
 }
 
 int region_grow(size_t min_bytes, uintptr_t *addr, size_t *len, unsigned *range)

@@ -49,11 +49,20 @@ typedef struct region_s {
     bool thp;           /* every range carries MADV_HUGEPAGE */
     bool inherited;     /* this process is a fork child: its ranges' VMAs came from the
                          * parent, and the kernel never merges a fresh mapping into them */
+    size_t probe_min;   /* requests of at least this many bytes are put to the kernel */
+    size_t admitted_max; /* the largest request the kernel granted (atomic) */
 } region_t;
 
 extern region_t region;
 
 int region_init(bool thp);
+/* Whether the kernel's overcommit policy would grant a request for BYTES that it must
+ * account for: what glibc would map for it (a block's size with its alignment slack, the
+ * growth of a realloc, which mremap charges).  MAP_NORESERVE hides tide's range from the
+ * policy, and a request may be served from free space the range already has, so large
+ * requests ask the kernel (os_commit_probe) whether the range grows or not.  0 or ENOMEM.
+ * No lock needed; never called on a fast path. */
+int region_admit(size_t bytes);
 /* Map at least MIN_BYTES more heap, at the end of the last range when possible.
  * On success *ADDR and *LEN give the fresh span and *RANGE its range index.  Caller holds
  * the page-heap lock. */

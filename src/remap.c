@@ -173,6 +173,11 @@ void *remap_realloc(extent_t *e, size_t usable)
         }
         e->moved_len = usable;
     }
+    /* Growth is put to the kernel's overcommit policy as mremap's would be (it charges
+     * the growth only), wherever the pages come from; refused, the caller's malloc of
+     * the whole new size is refused too. */
+    if (npages > e->npages && region_admit((npages - e->npages) << LG_PAGE) != 0)
+        return NULL;
     if (extent_resize(e, npages)) {
         ATOMIC_ADD(&remap_in_place, 1);
         return (void *)e->addr;

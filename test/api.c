@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -661,6 +662,138 @@ Test(api, multiplication_overflow_fails_with_enomem)
         EXPECT_ENOMEM(A, A->calloc(1, SIZE_MAX), "calloc(1, SIZE_MAX)");
         cr_assert(tt_check(keep, 300, 9) == SIZE_MAX, "%s: the block of a failed reallocarray changed", A->name);
         A->free(keep);
+    }
+}
+
+/* vm.overcommit_memory: 0 heuristic, 1 always, 2 strict; -1 unknown. */
+static int overcommit_policy(void)
+{
+    char *s = tt_read_file("/proc/sys/vm/overcommit_memory", NULL);
+    int v = s && *s >= '0' && *s <= '2' ? *s - '0' : -1;
+    free(s);
+    return v;
+}
+
+/* RAM + swap in bytes: the heuristic policy refuses one mapping larger than that. */
+static size_t ram_and_swap(void)
+{
+    struct sysinfo si;
+    cr_assert_eq(sysinfo(&si), 0);
+    return (size_t)(si.totalram + si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
+}
+
+/* Requests the kernel's overcommit policy would refuse fail as in glibc (NULL + ENOMEM),
+ * although tide's range is mapped with MAP_NORESERVE, which the kernel never refuses.
+ * Under vm.overcommit_memory=1 glibc gets them too: skipped there. */
+Test(api, absurd_requests_fail_with_enomem, .timeout = 60)
+{
+    if (overcommit_policy() == 1)
+        cr_skip_test("vm.overcommit_memory is 1: the kernel grants every request, glibc's too");
+    const size_t huge = (size_t)1 << 45, align = (size_t)1 << 44;
+    char desc[128];
+    for (size_t a = 0; a < NAPIS; a++) {
+        const struct api *A = apis[a];
+        unsigned char *keep = A->malloc(100000);
+        tt_fill(keep, 100000, 11);
+        EXPECT_ENOMEM(A, A->malloc(huge), "malloc(1 << 45)");
+        EXPECT_ENOMEM(A, A->aligned_alloc(align, 16), "aligned_alloc(1 << 44, 16)");
+        EXPECT_ENOMEM(A, A->memalign(align, 4096), "memalign(1 << 44, 4096)");
+        void *p = (void *)0x5a5a5a50;
+        cr_assert_eq(A->posix_memalign(&p, align, 16), ENOMEM, "%s posix_memalign(&p, 1 << 44, 16)", A->name);
+        EXPECT_ENOMEM(A, A->calloc(1, huge), "calloc(1, 1 << 45)");
+        EXPECT_ENOMEM(A, A->calloc((size_t)1 << 25, (size_t)1 << 20), "calloc(1 << 25, 1 << 20)");
+        EXPECT_ENOMEM(A, A->valloc(huge), "valloc(1 << 45)");
+        EXPECT_ENOMEM(A, A->pvalloc(huge), "pvalloc(1 << 45)");
+        EXPECT_ENOMEM(A, A->realloc(NULL, huge), "realloc(NULL, 1 << 45)");
+        EXPECT_ENOMEM(A, A->realloc(keep, huge), "realloc(p, 1 << 45)");
+        cr_assert(tt_check(keep, 100000, 11) == SIZE_MAX, "%s: the block of a refused realloc changed", A->name);
+        for (int lg = 40; lg <= 46; lg += 2) {
+            snprintf(desc, sizeof desc, "malloc(1 << %d)", lg);
+            EXPECT_ENOMEM(A, A->malloc((size_t)1 << lg), desc);
+        }
+        A->free(keep);
+    }
+#ifndef TIDE_TEST_GLIBC
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    cr_assert_lt(s.mapped, (uint64_t)1 << 40, "refused requests left %" PRIu64 " GiB mapped", s.mapped >> 30);
+#endif
+}
+
+/* The size the heuristic policy allows, a large but reasonable request: 2 GiB, or a
+ * quarter of RAM + swap on a small machine. */
+static size_t reasonable_size(void)
+{
+    size_t quarter = ram_and_swap() / 4 / TT_PAGE * TT_PAGE;
+    return quarter < 2 * GiB ? quarter : 2 * GiB;
+}
+
+/* Large requests the kernel grants still succeed, whatever the policy. */
+Test(api, large_reasonable_requests_succeed, .timeout = 120)
+{
+    size_t n = reasonable_size();
+    for (size_t a = 0; a < NAPIS; a++) {
+        const struct api *A = apis[a];
+        /* calloc of purged pages needs no zeroing, so little of this becomes resident */
+        A->malloc_trim(0);
+        unsigned char *p = A->calloc(1, n);
+        cr_assert(p, "%s calloc(1, %zu MiB) failed: %s", A->name, n >> 20, strerror(errno));
+        for (size_t off = 0; off < n; off += MiB)
+            cr_assert_eq(p[off], 0, "%s calloc(1, %zu MiB): byte %zu is not zero", A->name, n >> 20, off);
+        A->free(p);
+        p = A->malloc(n);
+        cr_assert(p, "%s malloc(%zu MiB) failed: %s", A->name, n >> 20, strerror(errno));
+        for (size_t off = 0; off < n; off += 64 * MiB) /* a word every 64 MiB, and the last byte */
+            memcpy(p + off, &off, sizeof off);
+        p[n - 1] = 0x5a;
+        for (size_t off = 0; off < n; off += 64 * MiB) {
+            size_t v;
+            memcpy(&v, p + off, sizeof v);
+            cr_assert_eq(v, off, "%s malloc(%zu MiB): the word at %zu MiB changed", A->name, n >> 20, off >> 20);
+        }
+        cr_assert_eq(p[n - 1], 0x5a);
+        A->free(p);
+        p = A->aligned_alloc(n / 2, n / 2);
+        cr_assert(p && aligned(p, n / 2), "%s aligned_alloc(%zu MiB, %zu MiB) failed: %s", A->name, n >> 21, n >> 21,
+                  strerror(errno));
+        p = A->realloc(p, n);
+        cr_assert(p, "%s realloc to %zu MiB failed: %s", A->name, n >> 20, strerror(errno));
+        A->free(p);
+    }
+}
+
+/* Under the heuristic policy (0) the limit is per request, not a total: blocks that
+ * together exceed RAM + swap are granted one by one, and once they are freed the free
+ * space tide keeps for them must not hide a single request above RAM + swap.  A realloc
+ * is judged by its growth, as mremap is. */
+Test(api, free_space_does_not_hide_a_refused_request, .timeout = 120)
+{
+    if (overcommit_policy() != 0)
+        cr_skip_test("vm.overcommit_memory is %d: this checks the heuristic policy (0)", overcommit_policy());
+    size_t r = ram_and_swap(), part = r / 2 / TT_PAGE * TT_PAGE;
+    for (size_t a = 0; a < NAPIS; a++) {
+        const struct api *A = apis[a];
+        void *b[3];
+        for (int i = 0; i < 3; i++) {
+            b[i] = A->malloc(part);
+            cr_assert(b[i], "%s malloc(RAM + swap / 2 = %zu MiB) failed: %s", A->name, part >> 20, strerror(errno));
+        }
+        for (int i = 0; i < 3; i++)
+            A->free(b[i]);
+        EXPECT_ENOMEM(A, A->malloc(r + r / 4), "malloc(1.25 x RAM + swap) after freeing 1.5 x RAM + swap");
+        EXPECT_ENOMEM(A, A->aligned_alloc(r / 2, r), "aligned_alloc(RAM + swap / 2, RAM + swap)");
+        unsigned char *p = A->malloc(part);
+        cr_assert(p);
+        p[0] = 1;
+        /* grows by 3/4 of RAM + swap: granted, as mremap grants it */
+        unsigned char *q = A->realloc(p, r + r / 4);
+        cr_assert(q, "%s realloc(RAM + swap / 2 -> 1.25 x RAM + swap) failed: %s", A->name, strerror(errno));
+        cr_assert_eq(q[0], 1);
+        /* grows by more than RAM + swap: refused, the block kept */
+        EXPECT_ENOMEM(A, A->realloc(q, 3 * r), "realloc(1.25 x -> 3 x RAM + swap)");
+        cr_assert_eq(q[0], 1);
+        A->free(q);
+        cr_assert_eq(tt_heap_check(), 0, "%s: tide_check() failed (see stderr)", A->name);
     }
 }
 

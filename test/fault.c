@@ -10,7 +10,9 @@
  * Ops 4 and 5 play older kernels (no process_madvise; no PIDFD_SELF): purging must still
  * purge everything, through madvise or a pidfd of tide's own.  Op 6 holds a purge that
  * worked inside the OS layer until the test lets it go, so that a test can act while
- * another thread's purge is in progress.
+ * another thread's purge is in progress.  Op 7 plays a kernel whose overcommit policy
+ * refuses (the probe without MAP_NORESERVE fails): large requests fail before anything
+ * is mapped.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
@@ -30,8 +32,10 @@
 
 #include "tide.h"
 
-enum { F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
-       F_COUNT = 7 };
+enum {
+    F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
+    F_PROBE = 7, F_COUNT = 8
+};
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
 
@@ -909,6 +913,12 @@ Test(fault, os_primitives_keep_errno, .timeout = 60)
     KEEP_ERRNO(os_ncpus());
     KEEP_ERRNO(os_random_seed());
     KEEP_ERRNO(os_init());
+    KEEP_ERRNO(r = os_commit_probe((size_t)1 << 62)); /* ENOMEM */
+    cr_expect(r == ENOMEM, "os_commit_probe(2^62): %d", r);
+    KEEP_ERRNO(r = os_commit_probe(PAGE));
+    cr_expect(r == 0, "os_commit_probe(4096): %d", r);
+    KEEP_ERRNO(os_ram_and_swap());
+    KEEP_ERRNO(os_overcommit_policy());
     /* write(2) to a closed stderr: EBADF */
     fflush(stderr);
     int saved = dup(2);
@@ -1036,3 +1046,71 @@ Test(fault, heal_failure_at_free_leaves_pieces_that_later_moves_count, .timeout 
     heap_ok("at the end");
     conf("remap_max", "1");
 }
+
+/* ---- the kernel's overcommit policy refuses (the probe fails) --------------------------- */
+
+static int overcommit_policy(void)
+{
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int v = -1;
+    if (f) {
+        if (fscanf(f, "%d", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/* A refused probe: every large request fails with ENOMEM before anything is mapped (the
+ * range and its page map stay as they were), whether the block would come from free
+ * space or from growth; smaller requests are not asked; once the kernel grants again,
+ * the same requests succeed. */
+Test(fault, refused_probe_fails_large_requests_and_maps_nothing, .timeout = 60)
+{
+    if (overcommit_policy() == 2)
+        cr_skip_test("vm.overcommit_memory is 2: a refused probe does not refuse free space tide holds");
+    size_t big = 768 * MiB;
+    /* Free space for BIG, the refusal must not depend on the range having to grow; made
+     * of blocks below the threshold, since a granted request answers for smaller ones. */
+    void *room[8];
+    for (int i = 0; i < 8; i++)
+        cr_assert((room[i] = malloc(200 * MiB)) != NULL);
+    for (int i = 0; i < 8; i++)
+        free(room[i]);
+    char *keep = malloc(64 * MiB);
+    cr_assert(keep);
+    fill(keep, 64 * MiB, keep);
+    tide_stats_t s0 = stats();
+    arm(F_PROBE, 0, ALWAYS);
+    errno = 0;
+    void *p1 = malloc(big);
+    int e1 = errno;
+    void *p2 = calloc(1, big);
+    void *p3 = aligned_alloc(big, 4096);
+    void *p4 = memalign(512 * MiB, 300 * MiB);
+    errno = 0;
+    char *k2 = realloc(keep, 64 * MiB + big);
+    int e5 = errno;
+    tide_stats_t s1 = stats();
+    void *small = malloc(200 * MiB); /* below the probe's threshold */
+    char *grown = realloc(keep, 64 * MiB + 100 * MiB);
+    disarm();
+    cr_assert(p1 == NULL && e1 == ENOMEM, "malloc(768 MiB) under a refused probe: %p, errno %d", p1, e1);
+    cr_assert(p2 == NULL && p3 == NULL && p4 == NULL, "calloc %p, aligned_alloc %p, memalign %p under a refused probe",
+              p2, p3, p4);
+    cr_assert(k2 == NULL && e5 == ENOMEM, "realloc growing by 768 MiB under a refused probe: %p, errno %d", k2, e5);
+    cr_assert(s1.mapped == s0.mapped && s1.grows == s0.grows,
+              "refused requests mapped something: mapped %lu -> %lu, grows %lu -> %lu", (unsigned long)s0.mapped,
+              (unsigned long)s1.mapped, (unsigned long)s0.grows, (unsigned long)s1.grows);
+    cr_assert(small != NULL, "malloc(200 MiB) failed: requests below the threshold must not be probed");
+    cr_assert(grown != NULL, "realloc growing by 100 MiB failed: growth below the threshold must not be probed");
+    cr_assert(bad_words(grown, 64 * MiB, keep) == 0, "the block lost its contents");
+    heap_ok("after refused requests");
+    void *p = malloc(big);
+    cr_assert(p != NULL, "malloc(768 MiB) failed once the kernel grants again");
+    free(p);
+    free(small);
+    free(grown);
+    heap_ok("at the end");
+}
+
