@@ -31,6 +31,7 @@ static __thread size_t large_hint_pages __attribute__((tls_model("initial-exec")
 #define SPAN_CANDIDATES 8   /* largest runs of each state a span search starts from */
 #define SPAN_MAX_RUNS 64    /* runs one span may merge */
 #define EXTEND_SLACK (64 * MiB) /* growth in place by extending the range is always allowed this far */
+#define GIANT_PAGES ((256 * MiB) >> LG_PAGE) /* blocks placed to let the range shrink after them (take) */
 
 static int extent_cmp(const rb_node_t *a, const rb_node_t *b)
 {
@@ -199,7 +200,9 @@ static void meta_claim(uintptr_t addr, size_t npages, unsigned range, bool zero)
 }
 
 /* Start a new metadata chunk of at least NPAGES pages.  Takes the chunk from the tail
- * of a free run so that no new descriptor is needed, or from freshly mapped pages. */
+ * of a free run so that no new descriptor is needed, or from freshly mapped pages.  From
+ * the start of a run that ends the range and could be given back (pageheap_trim_tail),
+ * though: metadata is never freed, and a chunk at the end would keep it mapped for good. */
 static int meta_carve(size_t npages)
 {
     size_t key = npages;
@@ -214,8 +217,12 @@ static int meta_carve(size_t npages)
         bool zero = f->state != EXTENT_CLEAN;
         unsigned range = f->range;
         tree_remove(f);
+        uintptr_t chunk = extent_end(f) - (npages << LG_PAGE);
+        if (extent_end(f) == ATOMIC_LOAD(&extent_range(f)->end) && extent_size(f) >= REGION_TRIM_MIN) {
+            chunk = f->addr;
+            f->addr += npages << LG_PAGE;
+        }
         f->npages -= npages;
-        uintptr_t chunk = extent_end(f);
         if (f->npages) {
             extent_set_boundaries(f, PM_TAG_FREE, PM_TAG_FREE);
             tree_insert(f);
@@ -420,7 +427,17 @@ static extent_t *take(size_t npages, size_t align)
     extent_t *f = find_fit(need);
     if (!f)
         return NULL;
-    return carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), npages);
+    align = MAX(align, PAGE);
+    uintptr_t start = ALIGN_UP(f->addr, align);
+    /* A giant block taken from the run that ends the range, when what it leaves of that
+     * run is too small ever to be given back (pageheap_trim_tail), goes to the run's end:
+     * the small blocks that come next fill the rest below it instead of settling above it,
+     * so once freed it becomes the range's free tail and its address space can go back.
+     * (This is the common case: the range just grew for it.) */
+    if (npages >= GIANT_PAGES && extent_end(f) == ATOMIC_LOAD(&extent_range(f)->end) &&
+        ((f->npages - npages) << LG_PAGE) < REGION_TRIM_MIN)
+        start = ALIGN_DOWN(extent_end(f) - (npages << LG_PAGE), align);
+    return carve(f, start, npages);
 }
 
 /* The free run this thread last freed a large block into, when it holds NPAGES pages
@@ -767,4 +784,107 @@ uint64_t pageheap_oldest_dirty(void)
 {
     list_node_t *l = list_first(&pageheap.dirty_lru);
     return l ? container_of(l, extent_t, lru)->stamp : 0;
+}
+
+/* Whether E is free and purged: nothing of it waits for the decay policy. */
+static bool purged_free(const extent_t *e) { return e->state == EXTENT_CLEAN || e->state == EXTENT_LAZY; }
+
+/* The free, purged runs that end the last range (clean and lazy ones side by side), when
+ * region_trim_point() wants part of them back: returns the run that holds the cut and sets
+ * *CUT, else NULL.  Lock held. */
+static extent_t *trim_candidate(bool forget, uintptr_t *cut)
+{
+    unsigned i = region.nranges - 1;
+    const range_t *r = &region.ranges[i];
+    if (r->end - r->base < REGION_TRIM_MIN)
+        return NULL;
+    /* Every extent writes the entry of its last page: this one is never stale. */
+    pm_entry_t entry = pm_read(r, r->end - PAGE);
+    extent_t *last = pm_desc(entry), *first = last;
+    if (pm_tag(entry) != PM_TAG_FREE || last->range != i || extent_end(last) != r->end || !purged_free(last))
+        return NULL;
+    for (int runs = 1; runs < SPAN_MAX_RUNS; runs++) {
+        extent_t *n = free_neighbour(first, true, EXTENT_NFREE);
+        if (!n || !purged_free(n))
+            break;
+        first = n;
+    }
+    *cut = region_trim_point(i, first->addr, pageheap.npages_active << LG_PAGE, forget);
+    if (!*cut)
+        return NULL;
+    extent_t *c = first;
+    while (extent_end(c) <= *cut)
+        c = free_neighbour(c, false, EXTENT_NFREE);
+    return c;
+}
+
+/* Cut free run T, the tail of the range, at CUT and unmap the range from there.  Its pages
+ * beyond CUT must hold nothing resident (a clean run).  Lock held. */
+static void trim_clean(extent_t *t, uintptr_t cut)
+{
+    tree_remove(t);
+    if (region_shrink(t->range, cut) != 0) {
+        tree_insert(t);
+        return;
+    }
+    extent_clear_boundaries(t);
+    if (cut == t->addr) {
+        desc_put(t);
+        return;
+    }
+    t->npages = (cut - t->addr) >> LG_PAGE;
+    extent_set_boundaries(t, PM_TAG_FREE, PM_TAG_FREE);
+    tree_insert(t);
+}
+
+void pageheap_trim_tail(bool forget)
+{
+    if (ATOMIC_LOAD(&region.heap_mapped) < REGION_TRIM_MIN)
+        return;
+    lock_acquire(&pageheap.lock);
+    uintptr_t cut;
+    extent_t *t = desc_reserve(1) == 0 ? trim_candidate(forget, &cut) : NULL;
+    if (t && t->state == EXTENT_CLEAN && extent_end(t) == region.ranges[t->range].end) {
+        /* Nothing resident: munmap only frees page tables (tens of microseconds a GiB). */
+        trim_clean(t, cut);
+        t = NULL;
+    }
+    if (!t) {
+        lock_release(&pageheap.lock);
+        return;
+    }
+    /* Lazy pages beyond the cut may still be resident, and unmapping frees them: about
+     * 0.3 s a GiB here, too long to hold the lock.  The runs from T to the end become one
+     * (lazy: the least clean state), and the part beyond the cut is purged outside the
+     * lock as a purge pass would (marked purging: neither allocatable nor mergeable
+     * meanwhile), then cut if it still ends the range (the range may have grown past it). */
+    unsigned range = t->range;
+    t = merge_span(t, pm_desc(pm_read(&region.ranges[range], region.ranges[range].end - PAGE)));
+    tree_remove(t);
+    extent_clear_boundaries(t);
+    extent_t *x = desc_get();
+    x->addr = cut;
+    x->npages = (extent_end(t) - cut) >> LG_PAGE;
+    x->range = (uint8_t)range;
+    x->state = EXTENT_PURGING;
+    t->npages -= x->npages;
+    if (t->npages) {
+        extent_set_boundaries(t, PM_TAG_FREE, PM_TAG_FREE);
+        tree_insert(t);
+    } else {
+        desc_put(t);
+    }
+    extent_set_boundaries(x, PM_TAG_FREE, PM_TAG_FREE);
+    pageheap.npages[EXTENT_DIRTY] += x->npages; /* purging pages count as dirty */
+    lock_release(&pageheap.lock);
+
+    int err = os_purge(x->addr, extent_size(x), OS_ADV_DONTNEED);
+
+    lock_acquire(&pageheap.lock);
+    pageheap.npages[EXTENT_DIRTY] -= x->npages;
+    /* It may merge with a clean run before it: X still holds CUT and the end. */
+    insert_free(x, err ? EXTENT_LAZY : EXTENT_CLEAN, 0);
+    if (!err && extent_end(x) == region.ranges[range].end)
+        trim_clean(x, cut);
+    lock_release(&pageheap.lock);
 }

@@ -116,6 +116,11 @@ void pageheap_put_purged(extent_t **ext, size_t n, extent_state_t state);
 void pageheap_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_state_t state);
 /* Age in ns of the oldest dirty extent at NOW, or 0 when there is none.  Lock held. */
 uint64_t pageheap_oldest_dirty(void);
+/* Give the free tail of the last range back to the kernel when region_trim_point() says
+ * so: a clean tail is unmapped at once, a lazy one is purged outside the lock first.
+ * FORGET: an explicit trim (malloc_trim, tide_purge).  Caller holds purge_lock (not the
+ * page-heap lock): one trimmer at a time, never beside a purge pass. */
+void pageheap_trim_tail(bool forget);
 
 /* Page-map maintenance shared with the arena (slab release). */
 void extent_set_boundaries(extent_t *e, unsigned first_tag, unsigned last_tag);

@@ -193,6 +193,16 @@ int os_commit_probe(size_t size)
     return 0;
 }
 
+int os_unmap(uintptr_t addr, size_t size)
+{
+    OS_KEEP_ERRNO;
+    if (os_fault(OS_OP_UNMAP))
+        return ENOMEM;
+    int r = munmap((void *)addr, size);
+    ATOMIC_ADD(&os_counters.unmap_calls, 1);
+    return r ? errno : 0;
+}
+
 size_t os_ram_and_swap(void)
 {
     OS_KEEP_ERRNO;

@@ -29,6 +29,7 @@ typedef enum {
     OS_OP_NO_PIDFD_SELF,      /* PIDFD_SELF fails with EBADF, as before Linux 6.14 */
     OS_OP_PURGE_STALL,        /* a purge that worked returns only once the op is set again */
     OS_OP_PROBE,   /* the overcommit probe: the kernel refuses the request */
+    OS_OP_UNMAP,   /* munmap of a range's tail */
     OS_OP_COUNT
 } os_op_t;
 
@@ -41,6 +42,7 @@ typedef struct os_counters_s {
     uint64_t move_calls;
     uint64_t heal_calls;
     uint64_t probe_calls;
+    uint64_t unmap_calls;
 } os_counters_t;
 
 extern os_counters_t os_counters;
@@ -59,6 +61,8 @@ int os_map_over(uintptr_t addr, size_t size);
 /* Whether the kernel's overcommit policy grants SIZE bytes: map them without MAP_NORESERVE
  * (so the kernel accounts for them) and unmap them again.  ENOMEM when it refuses. */
 int os_commit_probe(size_t size);
+/* Unmap [ADDR, ADDR+SIZE): only ever the end of a range (a hole would split its VMA). */
+int os_unmap(uintptr_t addr, size_t size);
 /* RAM + swap in bytes, 0 when unknown. */
 size_t os_ram_and_swap(void);
 /* vm.overcommit_memory (0 heuristic, 1 always, 2 strict), or -1 when it cannot be read. */

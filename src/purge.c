@@ -100,9 +100,11 @@ static size_t purge_pass(uint64_t older_than, long policy, bool whole)
             break;
         total += bytes;
     }
+    /* Before the counters: once they show this pass, its trim is done too (tests wait on them). */
+    pageheap_trim_tail(whole);
     if (total) {
         ATOMIC_ADD(&purge_passes, 1);
-        ATOMIC_ADD(&purge_bytes, total);
+        __atomic_fetch_add(&purge_bytes, total, __ATOMIC_RELEASE);
     }
     return total;
 }
@@ -325,6 +327,6 @@ void purge_postfork_child(bool locked)
 void purge_stats(purge_stats_t *out)
 {
     out->passes = ATOMIC_LOAD(&purge_passes);
-    out->purged_bytes = ATOMIC_LOAD(&purge_bytes);
+    out->purged_bytes = ATOMIC_LOAD_ACQ(&purge_bytes);
     out->background_running = ATOMIC_LOAD(&bg_state);
 }

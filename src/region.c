@@ -8,7 +8,8 @@
  * refuses to extend it.
  *
  * The range is mapped with MAP_NORESERVE, so the kernel never refuses it: a request big
- * enough that the kernel might is first put to the kernel itself (region_admit). */
+ * enough that the kernel might is first put to the kernel itself (region_admit), and a
+ * free tail far larger than the heap needs is unmapped again (region_trim_point). */
 #include "region.h"
 
 #include <errno.h>
@@ -139,6 +140,16 @@ int region_admit(size_t bytes)
     return os_overcommit_policy() == 2 ? 0 : ENOMEM;
 }
 
+/* A growth of the last range after a trim gave address space back: the next trims keep
+ * that much, so a buffer that is freed and built again is mapped once, not every time. */
+static void region_note_growth(size_t len)
+{
+    if (region.trimmed) {
+        region.trim_keep = MAX(region.trim_keep, len);
+        region.trimmed = false;
+    }
+}
+
 int region_grow(size_t min_bytes, uintptr_t *addr, size_t *len, unsigned *range)
 {
     size_t need = ALIGN_UP(min_bytes, HUGEPAGE);
@@ -155,6 +166,7 @@ int region_grow(size_t min_bytes, uintptr_t *addr, size_t *len, unsigned *range)
         *addr = old_end;
         *len = r->end - old_end;
         *range = n - 1;
+        region_note_growth(*len);
         return 0;
     }
     /* The neighbourhood is taken: start a further range well away from this one. */
@@ -165,6 +177,47 @@ int region_grow(size_t min_bytes, uintptr_t *addr, size_t *len, unsigned *range)
     *addr = r->base;
     *len = r->end - r->base;
     *range = n;
+    region.trimmed = false;
+    return 0;
+}
+
+/* When a range's free tail goes back to the kernel.  Only pages already purged are
+ * unmapped, so the decay policy still decides when memory goes back; this decides when
+ * the address space follows it.  The tail is cut when it is
+ *   - at least REGION_TRIM_MIN (1 GiB): smaller heaps never map and unmap;
+ *   - more than the bytes in use: VSZ stays within about twice what the program uses, as
+ *     in-place growth at the range's end keeps it (may_extend in extent.c);
+ *   - more than twice what the cut leaves, which is the geometric step the rest of the
+ *     range would grow by next (a quarter of it, at least 4 MiB): the tail a growth leaves
+ *     is smaller than its step, so no growth is undone by the next purge pass;
+ *     and at least what the range grew by right after the last cut (trim_keep): a program
+ *     that frees and rebuilds a big buffer pays one map and unmap, not one every time.
+ * The cut keeps the range's end on a 2 MiB boundary (whole huge pages). */
+uintptr_t region_trim_point(unsigned i, uintptr_t tail, size_t active, bool forget)
+{
+    const range_t *r = &region.ranges[i];
+    size_t free_tail = r->end - tail;
+    if (forget)
+        region.trim_keep = 0;
+    size_t keep = MAX(MAX((region.heap_mapped - free_tail) / 4, REGION_MIN_GROW), region.trim_keep);
+    if (free_tail < REGION_TRIM_MIN || free_tail <= active || free_tail / 2 <= keep)
+        return 0;
+    uintptr_t cut = ALIGN_UP(tail + keep, HUGEPAGE);
+    return cut < r->end ? cut : 0;
+}
+
+int region_shrink(unsigned i, uintptr_t new_end)
+{
+    range_t *r = &region.ranges[i];
+    uintptr_t end = r->end;
+    /* munmap of the VMA's tail shortens it without a split.  Lock-free readers that still
+     * hold the old end only read page-map entries below base, which stay mapped. */
+    int err = os_unmap(new_end, end - new_end);
+    if (err)
+        return err;
+    region.heap_mapped -= end - new_end;
+    ATOMIC_STORE_REL(&r->end, new_end);
+    region.trimmed = true;
     return 0;
 }
 

@@ -9,7 +9,9 @@
  * The heap grows up from base and the page map grows down from base, both with
  * MAP_FIXED_NOREPLACE and the same flags, so the kernel keeps the whole range as one
  * VMA.  The entry of heap page i is ((pm_entry_t *)base)[-1 - i].  Nothing inside a
- * range is ever unmapped or mprotected. */
+ * range is ever unmapped or mprotected; a range may shrink at its end (region_shrink),
+ * which shortens its VMA without splitting it.  The page map never shrinks: lock-free
+ * readers may still hold an old end and read the entries below base. */
 #ifndef TIDE_REGION_H
 #define TIDE_REGION_H
 
@@ -51,7 +53,12 @@ typedef struct region_s {
                          * parent, and the kernel never merges a fresh mapping into them */
     size_t probe_min;   /* requests of at least this many bytes are put to the kernel */
     size_t admitted_max; /* the largest request the kernel granted (atomic) */
+    size_t trim_keep;   /* free tail a trim leaves: what the range grew by after the last one */
+    bool trimmed;       /* the last range shrank since it last grew */
 } region_t;
+
+/* A free tail smaller than this is never given back (see region_trim_point). */
+#define REGION_TRIM_MIN GiB
 
 extern region_t region;
 
@@ -67,6 +74,13 @@ int region_admit(size_t bytes);
  * On success *ADDR and *LEN give the fresh span and *RANGE its range index.  Caller holds
  * the page-heap lock. */
 int region_grow(size_t min_bytes, uintptr_t *addr, size_t *len, unsigned *range);
+/* Where range I should end when its free, purged tail starts at TAIL and ACTIVE bytes
+ * are in use, or 0 to keep it whole.  FORGET (malloc_trim, tide_purge) drops the slack
+ * learned from earlier regrowth.  Caller holds the page-heap lock. */
+uintptr_t region_trim_point(unsigned i, uintptr_t tail, size_t active, bool forget);
+/* Unmap range I from NEW_END (2 MiB-aligned, above base) to its end.  The pages there
+ * must be free and hold nothing resident.  Caller holds the page-heap lock. */
+int region_shrink(unsigned i, uintptr_t new_end);
 /* Apply MADV_HUGEPAGE to every range, whole (never a sub-range: that would split it). */
 void region_set_thp(bool on);
 

@@ -797,6 +797,179 @@ Test(api, free_space_does_not_hide_a_refused_request, .timeout = 120)
     }
 }
 
+/* ---- a freed giant block gives its address space back ------------------------------------ */
+
+/* VmSize of this process in KiB. */
+static long vmsize_kib(void)
+{
+    char *s = tt_read_file("/proc/self/status", NULL);
+    long kib = -1;
+    if (s) {
+        char *l = strstr(s, "\nVmSize:");
+        if (l)
+            kib = strtol(l + 8, NULL, 10);
+        free(s);
+    }
+    return kib;
+}
+
+/* A multi-GiB block the heuristic policy grants: half of RAM + swap, 2-8 GiB. */
+static size_t giant_size(void)
+{
+    size_t n = ram_and_swap() / 2 / GiB * GiB;
+    return n < 2 * GiB ? 2 * GiB : n > 8 * GiB ? 8 * GiB : n;
+}
+
+struct footprint {
+    uint64_t mapped; /* tide's statistic (0 in glibc mode) */
+    long vsz_kib;
+    int vmas;        /* tide's range in /proc/self/maps */
+};
+
+static struct footprint footprint(void)
+{
+    struct footprint f = {0, vmsize_kib(), tt_count_vmas().tide};
+#ifndef TIDE_TEST_GLIBC
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    f.mapped = s.mapped;
+    cr_assert_eq(s.active + s.dirty + s.lazy + s.clean + s.metadata, s.mapped, "the statistics do not reconcile");
+#endif
+    return f;
+}
+
+/* After a block of N bytes is freed and purged, tide's mapped statistic and VmSize come back
+ * to within N / 64 + 64 MiB of BEFORE: the page map's share of the block (8 bytes a page,
+ * reserved 8 times ahead) stays mapped below the heap, and the trim leaves a growth step of
+ * slack (a quarter of the rest of the heap).  The range is as many VMAs as before (1). */
+static void assert_given_back(const char *what, struct footprint before, size_t n)
+{
+    struct footprint after = footprint();
+    uint64_t bound = n / 64 + 64 * MiB;
+    tt_report("api: %s: %zu MiB block freed: tide mapped %" PRIu64 " -> %" PRIu64 " MiB, VmSize %ld -> %ld MiB, "
+              "VMAs %d -> %d",
+              what, n >> 20, before.mapped >> 20, after.mapped >> 20, before.vsz_kib >> 10, after.vsz_kib >> 10,
+              before.vmas, after.vmas);
+#ifndef TIDE_TEST_GLIBC
+    cr_assert_leq(after.mapped, before.mapped + bound, "%s: tide still maps %" PRIu64 " MiB (%" PRIu64 " before)", what,
+                  after.mapped >> 20, before.mapped >> 20);
+#endif
+    cr_assert_leq((uint64_t)after.vsz_kib << 10, ((uint64_t)before.vsz_kib << 10) + bound,
+                  "%s: VmSize is %ld MiB (%ld before)", what, after.vsz_kib >> 10, before.vsz_kib >> 10);
+    cr_assert_eq(after.vmas, before.vmas, "%s: tide's range is %d VMAs (%d before)", what, after.vmas, before.vmas);
+    cr_assert_eq(tt_heap_check(), 0, "%s: tide_check() failed (see stderr)", what);
+}
+
+/* Touch one byte every 64 MiB of the N-byte block at P (under thp:on each touch faults in
+ * a 2 MiB page). */
+static void touch_a_little(unsigned char *p, size_t n)
+{
+    for (size_t off = 0; off < n; off += 64 * MiB)
+        p[off] = 1;
+}
+
+Test(api, freed_giant_block_gives_address_space_back_at_trim, .timeout = 300)
+{
+    size_t n = giant_size();
+    struct footprint before = footprint();
+    unsigned char *p = malloc(n);
+    cr_assert(p, "malloc(%zu MiB) failed: %s", n >> 20, strerror(errno));
+    touch_a_little(p, n);
+    /* blocks allocated after it, still live: they must not settle above it */
+    void *later[64];
+    for (int i = 0; i < 64; i++)
+        cr_assert((later[i] = malloc(i % 8 == 7 ? 300000 : 1000)) != NULL);
+    free(p);
+    malloc_trim(0);
+    assert_given_back("malloc_trim", before, n);
+    for (int i = 0; i < 64; i++)
+        free(later[i]);
+    /* and again from free space, as an aligned block */
+    p = aligned_alloc(GiB, n);
+    cr_assert(p, "aligned_alloc(1 GiB, %zu MiB) failed: %s", n >> 20, strerror(errno));
+    touch_a_little(p, n);
+    free(p);
+    malloc_trim(0);
+    assert_given_back("aligned, malloc_trim", before, n + GiB);
+}
+
+/* Without malloc_trim: the default decay purges the block, and its address space follows. */
+Test(api, freed_giant_block_gives_address_space_back_after_decay, .timeout = 600)
+{
+#ifdef TIDE_TEST_GLIBC
+    cr_skip_test("glibc mode: tide's purger");
+#else
+    char purge[16], decay[32];
+    cr_assert_eq(tide_conf_get("purge", purge, sizeof purge), 0);
+    cr_assert_eq(tide_conf_get("decay_ms", decay, sizeof decay), 0);
+    if (strcmp(purge, "none") == 0 || atol(decay) < 0)
+        cr_skip_test("purge:%s, decay_ms:%s never purge by themselves", purge, decay);
+    cr_assert_eq(tide_conf_set("background", "on"), 0); /* the purger thread, in this single-threaded test */
+    size_t n = giant_size();
+    struct footprint before = footprint();
+    tide_stats_t s0;
+    tide_stats_get(&s0, sizeof s0);
+    unsigned char *p = malloc(n);
+    cr_assert(p, "malloc(%zu MiB) failed: %s", n >> 20, strerror(errno));
+    touch_a_little(p, n);
+    free(p);
+    /* Wait until tide's own counters show the block purged (a hang detector, not a
+     * deadline): its trim happens in the same pass, before the counters move. */
+    tide_stats_t s;
+    for (int i = 0;; i++) {
+        tide_stats_get(&s, sizeof s);
+        if (s.purged_bytes >= s0.purged_bytes + n)
+            break;
+        cr_assert_lt(i, 30000, "the freed block was not purged in 5 minutes (decay_ms:%s): purged %" PRIu64
+                     " MiB, dirty %" PRIu64 " MiB",
+                     decay, (s.purged_bytes - s0.purged_bytes) >> 20, s.dirty >> 20);
+        usleep(10000);
+    }
+    assert_given_back("after the purge", before, n);
+#endif
+}
+
+/* A big buffer freed and built again, purged at every free (decay_ms:0): its address space
+ * is given back once and mapped again once, not at every round; malloc_trim still gives it
+ * back. */
+Test(api, reused_giant_buffer_is_mapped_once, .timeout = 300)
+{
+#ifdef TIDE_TEST_GLIBC
+    cr_skip_test("glibc mode: tide's counters");
+#else
+    cr_assert_eq(tide_conf_set("decay_ms", "0"), 0);
+    size_t n = giant_size();
+    struct footprint before = footprint();
+    uint64_t grows[5];
+    for (int round = 0; round < 5; round++) {
+        tide_stats_t s0, s;
+        tide_stats_get(&s0, sizeof s0);
+        unsigned char *p = malloc(n);
+        cr_assert(p, "round %d: malloc(%zu MiB) failed: %s", round, n >> 20, strerror(errno));
+        touch_a_little(p, n);
+        free(p);
+        /* The free purges it at once, or the purger thread does if it holds the purge
+         * lock just then: wait for the counters (a hang detector, not a deadline), so the
+         * next round never meets the block still being purged. */
+        for (int i = 0;; i++) {
+            tide_stats_get(&s, sizeof s);
+            if (s.purged_bytes >= s0.purged_bytes + n)
+                break;
+            cr_assert_lt(i, 30000, "round %d: the freed block was not purged in 5 minutes", round);
+            usleep(10000);
+        }
+        grows[round] = s.grows;
+    }
+    tt_report("api: %zu MiB buffer reused under decay_ms:0: range growths after each round %" PRIu64 " %" PRIu64
+              " %" PRIu64 " %" PRIu64 " %" PRIu64,
+              n >> 20, grows[0], grows[1], grows[2], grows[3], grows[4]);
+    cr_assert_eq(grows[4], grows[1], "the range grew again after round 2 (%" PRIu64 " -> %" PRIu64 " growths)",
+                 grows[1], grows[4]);
+    malloc_trim(0);
+    assert_given_back("reused buffer, malloc_trim", before, n);
+#endif
+}
+
 /* ==================================================================================== */
 /* realloc                                                                               */
 /* ==================================================================================== */

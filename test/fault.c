@@ -12,7 +12,7 @@
  * worked inside the OS layer until the test lets it go, so that a test can act while
  * another thread's purge is in progress.  Op 7 plays a kernel whose overcommit policy
  * refuses (the probe without MAP_NORESERVE fails): large requests fail before anything
- * is mapped.
+ * is mapped.  Op 8 fails the munmap that gives a range's free tail back.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
@@ -34,7 +34,7 @@
 
 enum {
     F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
-    F_PROBE = 7, F_COUNT = 8
+    F_PROBE = 7, F_UNMAP = 8, F_COUNT = 9
 };
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
@@ -917,6 +917,8 @@ Test(fault, os_primitives_keep_errno, .timeout = 60)
     cr_expect(r == ENOMEM, "os_commit_probe(2^62): %d", r);
     KEEP_ERRNO(r = os_commit_probe(PAGE));
     cr_expect(r == 0, "os_commit_probe(4096): %d", r);
+    KEEP_ERRNO(r = os_unmap(mine + 1, PAGE)); /* EINVAL: unaligned */
+    cr_expect(r != 0);
     KEEP_ERRNO(os_ram_and_swap());
     KEEP_ERRNO(os_overcommit_policy());
     /* write(2) to a closed stderr: EBADF */
@@ -1114,3 +1116,37 @@ Test(fault, refused_probe_fails_large_requests_and_maps_nothing, .timeout = 60)
     heap_ok("at the end");
 }
 
+/* ---- giving a freed giant block's address space back fails (munmap) ---------------------- */
+
+static void unmap_failure(const char *policy)
+{
+    conf("purge", policy);
+    size_t n = 3 * 1024 * MiB;
+    tide_stats_t s0 = stats();
+    char *p = malloc(n);
+    cr_assert(p);
+    for (size_t off = 0; off < n; off += MiB)
+        p[off] = 1;
+    free(p);
+    arm(F_UNMAP, 0, ALWAYS);
+    tide_malloc_trim(0);
+    tide_stats_t s1 = stats(); /* armed still: the purger thread cannot unmap meanwhile either */
+    disarm();
+    cr_assert(s1.mapped >= s0.mapped + n, "%s: the tail shrank although munmap failed (mapped %lu -> %lu MiB)", policy,
+              (unsigned long)(s0.mapped >> 20), (unsigned long)(s1.mapped >> 20));
+    heap_ok("after a failed munmap");
+    /* The pages are free and purged: the next trim gives them back. */
+    tide_malloc_trim(0);
+    tide_stats_t s2 = stats();
+    cr_log_info("unmap faults (%s): mapped %lu MiB, %lu with the 3 GiB block freed and munmap failing, %lu after",
+                policy, (unsigned long)(s0.mapped >> 20), (unsigned long)(s1.mapped >> 20),
+                (unsigned long)(s2.mapped >> 20));
+    cr_assert(s2.mapped < s0.mapped + n / 8, "%s: nothing given back once munmap works (mapped %lu MiB)", policy,
+              (unsigned long)(s2.mapped >> 20));
+    cr_assert(s2.vmas == s0.vmas, "%s: %lu VMAs after the trim, %lu before", policy, (unsigned long)s2.vmas,
+              (unsigned long)s0.vmas);
+    heap_ok("after the trim");
+}
+
+Test(fault, unmap_failure_dontneed_keeps_the_tail, .timeout = 120) { unmap_failure("dontneed"); }
+Test(fault, unmap_failure_free_keeps_the_tail, .timeout = 120) { unmap_failure("free"); }

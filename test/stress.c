@@ -320,3 +320,94 @@ Test(stress, producers_and_consumers, .timeout = 180)
     free(ring);
     cr_assert_eq(tt_heap_check(), 0, "tide_check() failed after the producers and consumers (see stderr)");
 }
+
+/* Giant blocks (1.5-3 GiB, a word every 64 MiB touched) allocated, grown and freed by one
+ * thread while two others run the workload above: every free of a giant block purges it
+ * at once and gives the range's tail back, and with purge:free the tail's pages are
+ * purged outside the page-heap lock, while the range may grow past them. */
+static atomic_int giants_stop;
+static atomic_long giant_rounds;
+
+static bool giant_check(const unsigned char *p, size_t n)
+{
+    for (size_t off = 0; off < n; off += 64 * MiB) {
+        size_t v;
+        memcpy(&v, p + off, sizeof v);
+        if (v != off) {
+            tt_fail("giant block %p (%zu MiB): the word at %zu MiB changed", (void *)p, n >> 20, off >> 20);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void *giant_main(void *arg)
+{
+    (void)arg;
+    tt_rng r = {0x61a47};
+    while ((!atomic_load(&giants_stop) || atomic_load(&giant_rounds) < 4) && !tt_has_failed()) {
+        size_t n = (size_t)(1536 + tt_below(&r, 1536)) * MiB;
+        unsigned char *p = malloc(n);
+        if (!p) {
+            tt_fail("giant malloc(%zu MiB) failed: %s", n >> 20, strerror(errno));
+            break;
+        }
+        for (size_t off = 0; off < n; off += 64 * MiB)
+            memcpy(p + off, &off, sizeof off);
+        if (tt_below(&r, 2)) {
+            size_t m = n + 512 * MiB;
+            unsigned char *q = realloc(p, m);
+            if (!q) {
+                tt_fail("giant realloc(%zu -> %zu MiB) failed: %s", n >> 20, m >> 20, strerror(errno));
+                free(p);
+                break;
+            }
+            p = q;
+            if (!giant_check(p, n))
+                break;
+            for (size_t off = 0; off < m; off += 64 * MiB)
+                memcpy(p + off, &off, sizeof off);
+            n = m;
+        }
+        bool ok = giant_check(p, n);
+        free(p);
+        if (!ok)
+            break;
+        if (atomic_fetch_add(&giant_rounds, 1) % 4 == 3 && tt_heap_check() != 0)
+            tt_fail("tide_check() failed beside giant blocks (see stderr)");
+    }
+    return NULL;
+}
+
+static void stress_beside_giants(const char *policy, const char *thp)
+{
+#ifdef TIDE_TEST_GLIBC
+    (void)policy, (void)thp;
+#else
+    cr_assert_eq(tide_conf_set("purge", policy), 0);
+    cr_assert_eq(tide_conf_set("decay_ms", "0"), 0);
+    cr_assert_eq(tide_conf_set("thp", thp), 0);
+    cr_assert_eq(tide_conf_set("remap_max", "64"), 0); /* giant reallocs move pages rather than copy them */
+#endif
+    pthread_t g;
+    cr_assert_eq(pthread_create(&g, NULL, giant_main, NULL), 0);
+    run_stress(2, 4 * MiB, 8000);
+    atomic_store(&giants_stop, 1);
+    pthread_join(g, NULL);
+    cr_assert(!tt_has_failed(), "%s", tt_failure);
+    tt_report("stress: %ld giant blocks beside the workload (purge:%s, thp:%s)", atomic_load(&giant_rounds), policy,
+              thp);
+    malloc_trim(0);
+    cr_assert_eq(tt_heap_check(), 0, "tide_check() failed at the end (see stderr)");
+#ifndef TIDE_TEST_GLIBC
+    /* (How much address space comes back depends on where the workload's last slabs sit:
+     * only the free tail above them can go.) */
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    tt_report("stress: after malloc_trim: %" PRIu64 " MiB mapped, %" PRIu64 " VMAs", s.mapped >> 20, s.vmas);
+    cr_assert_eq(s.vmas, 1, "tide's range is %" PRIu64 " VMAs", s.vmas);
+#endif
+}
+
+Test(stress, beside_giant_blocks_purge_free, .timeout = 300) { stress_beside_giants("free", "off"); }
+Test(stress, beside_giant_blocks_dontneed_thp, .timeout = 300) { stress_beside_giants("dontneed", "on"); }
