@@ -10,7 +10,7 @@
 #include "extent.h"
 #include "lock.h"
 #include "rbtree.h"
-#include "size_classes.h"
+#include "size_class_table.h"
 
 typedef struct bin_s {
     lock_t lock;

@@ -10,7 +10,7 @@
 #include "extent.h"
 #include "region.h"
 #include "report.h"
-#include "size_classes.h"
+#include "size_class_table.h"
 
 static int check_fail(const char *what, uintptr_t addr)
 {

@@ -468,7 +468,7 @@ extent_t *extent_alloc_large(size_t npages, size_t align)
         e = take(npages, align);
     if (e) {
         e->state = EXTENT_LARGE;
-        int cls = sz_large_class_of_pages(npages);
+        int cls = sc_large_class_of_pages(npages);
         e->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
         extent_set_large_boundaries(e);
         pageheap.nlarge_alloc++;
@@ -611,7 +611,7 @@ bool extent_resize(extent_t *e, size_t npages)
         e->npages = npages;
         ok = true;
     }
-    int cls = sz_large_class_of_pages(e->npages);
+    int cls = sc_large_class_of_pages(e->npages);
     e->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
     extent_set_large_boundaries(e);
 out:
@@ -656,7 +656,7 @@ void extent_finish_move(extent_t *old, extent_t *target)
     pageheap.npages_active -= old->npages;
     pageheap.nlarge_free++;
     insert_free(old, EXTENT_CLEAN, 0);
-    int cls = sz_large_class_of_pages(target->npages);
+    int cls = sc_large_class_of_pages(target->npages);
     target->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
     extent_set_large_boundaries(target);
     lock_release(&pageheap.lock);

@@ -20,7 +20,7 @@
 #include "lock.h"
 #include "rbtree.h"
 #include "region.h"
-#include "size_classes.h"
+#include "size_class_table.h"
 #include "util.h"
 
 typedef enum {

@@ -17,7 +17,7 @@ src_libtide_la_SOURCES = \
 	src/report.h src/report.c \
 	src/check.h src/check.c \
 	src/malloc.c
-nodist_src_libtide_la_SOURCES = src/size_classes.h
+nodist_src_libtide_la_SOURCES = src/size_class_table.h
 src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS)
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec \
 	-fno-semantic-interposition -fno-plt -fno-builtin-malloc -fno-builtin-free \
@@ -26,12 +26,12 @@ src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now -Wl,-z,relro
 src_libtide_la_LIBADD = $(PTHREAD_LIBS)
 
 # The size-class table is computed at build time.
-noinst_PROGRAMS += src/gen_size_classes
-src_gen_size_classes_SOURCES = src/gen_size_classes.c
-BUILT_SOURCES += src/size_classes.h
-CLEANFILES += src/size_classes.h
-src/size_classes.h: src/gen_size_classes$(EXEEXT)
-	$(AM_V_GEN)src/gen_size_classes$(EXEEXT) > $@.tmp && mv $@.tmp $@
+noinst_PROGRAMS += src/gen_size_class_table
+src_gen_size_class_table_SOURCES = src/gen_size_class_table.c
+BUILT_SOURCES += src/size_class_table.h
+CLEANFILES += src/size_class_table.h
+src/size_class_table.h: src/gen_size_class_table$(EXEEXT)
+	$(AM_V_GEN)src/gen_size_class_table$(EXEEXT) > $@.tmp && mv $@.tmp $@
 
 # The `tide` wrapper: runs a program with the installed library preloaded.
 bin_SCRIPTS += src/tide

@@ -174,7 +174,7 @@ static void block_lookup(void *p, const char *func, block_t *b)
     unsigned tag = pm_tag(entry);
     extent_t *e = pm_desc(entry);
     if (tag >= 1 && tag <= SC_NSMALL) {
-        if (unlikely(!sz_starts_region(tag - 1, a - pm_slab_base(entry, a))))
+        if (unlikely(!sc_starts_region(tag - 1, a - pm_slab_base(entry, a))))
             report_invalid_pointer(func, p);
         b->cls = tag - 1;
         b->ext = e;
@@ -241,7 +241,7 @@ static TIDE_NOINLINE void *malloc_slow(size_t size)
     void *p = NULL;
     if (likely(tide_ensure())) {
         if (size <= SC_CACHED_MAX)
-            p = tcache_alloc_slow(sz_class(size));
+            p = tcache_alloc_slow(sc_class_of(size));
         else
             p = large_alloc(size, PAGE, false);
     }
@@ -289,7 +289,7 @@ TIDE_EXPORT void tide_free(void *p)
         void **obj = p;
         /* A small class, P the start of one of its regions (not a pointer into one), room
          * in the cache, and not already freed (the key). */
-        if (likely(cls < SC_NSMALL && sz_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 &&
+        if (likely(cls < SC_NSMALL && sc_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 &&
                    obj[1] != (void *)tcache_key)) {
             obj[0] = tc->head[cls];
             obj[1] = (void *)tcache_key;
@@ -328,7 +328,7 @@ static size_t aligned_usable(size_t align, size_t size, unsigned *cls)
     if (align <= PAGE && size <= SC_CACHED_MAX) {
         /* The first class that is a multiple of ALIGN: slabs start on a page, so its
          * regions are ALIGN-aligned. */
-        for (unsigned c = sz_class(MAX(size, align)); c < SC_NCACHED; c++) {
+        for (unsigned c = sc_class_of(MAX(size, align)); c < SC_NCACHED; c++) {
             if (sc_size[c] % align == 0) {
                 *cls = c;
                 return sc_size[c];
@@ -419,7 +419,7 @@ TIDE_EXPORT void *tide_realloc(void *p, size_t size)
     /* A freed object still in a thread cache or back in its slab looks live here. */
     if (unlikely(b.cls != EXTENT_NO_CLASS && ((void **)p)[1] == (void *)tcache_key))
         tcache_check_not_freed(p, b.cls, "realloc");
-    size_t usable = sz_usable(size);
+    size_t usable = sc_usable(size);
     if (unlikely(!usable)) {
         errno = ENOMEM;
         return NULL;
@@ -463,7 +463,7 @@ static bool size_fits_block(size_t size, size_t usable)
 {
     if (size > usable)
         return false;
-    return usable <= MAX(sz_usable(size), 2 * size) || (usable >= HUGEPAGE && usable - size < HUGEPAGE);
+    return usable <= MAX(sc_usable(size), 2 * size) || (usable >= HUGEPAGE && usable - size < HUGEPAGE);
 }
 
 TIDE_EXPORT void tide_free_sized(void *p, size_t size)
@@ -484,7 +484,7 @@ TIDE_EXPORT void tide_free_aligned_sized(void *p, size_t align, size_t size)
     block_t b;
     block_lookup(p, "free_aligned_sized", &b);
     unsigned cls;
-    size_t want = align <= QUANTUM ? sz_usable(size) : aligned_usable(align, size, &cls);
+    size_t want = align <= QUANTUM ? sc_usable(size) : aligned_usable(align, size, &cls);
     if (unlikely(want != b.usable && !size_fits_block(size, b.usable)))
         report_fatal("free_aligned_sized", "size does not match the allocation of", p);
     if (unlikely(align > QUANTUM && ((uintptr_t)p & (align - 1))))

@@ -19,7 +19,7 @@
 
 #include "conf.h"
 #include "os.h"
-#include "size_classes.h"
+#include "size_class_table.h"
 
 static uint64_t remap_moves, remap_heals, remap_copies, remap_in_place; /* atomic */
 static uint64_t remap_live;   /* moved blocks not yet healed (atomic) */

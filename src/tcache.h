@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "size_classes.h"
+#include "size_class_table.h"
 #include "util.h"
 
 enum {

@@ -4,7 +4,7 @@
 #include "arena.h"
 #include "extent.h"
 #include "lock.h"
-#include "size_classes.h"
+#include "size_class_table.h"
 #include "util.h"
 
 #define TRANSFER_SLOTS 32

@@ -105,19 +105,19 @@ EXTRA_DIST += test/fuzz/run.sh test/fuzz/fuzz_conf.c test/fuzz/fuzz_api.c test/f
 CLEANFILES += test/fuzz/fuzz_conf test/fuzz/fuzz_api test/fuzz/tide_malloc.o test/fuzz/*.fuzz.log
 
 test/fuzz/fuzz_conf: $(srcdir)/test/fuzz/fuzz_conf.c $(srcdir)/src/conf.c $(srcdir)/src/report.c $(srcdir)/src/os.c \
-		src/size_classes.h
+		src/size_class_table.h
 	@$(MKDIR_P) test/fuzz
 	$(AM_V_CCLD)$(FUZZ_CC) $(FUZZ_CFLAGS) -Wl,--wrap=os_write_stderr -o $@ $(srcdir)/test/fuzz/fuzz_conf.c \
 		$(srcdir)/src/conf.c $(srcdir)/src/report.c $(srcdir)/src/os.c
 
-test/fuzz/tide_malloc.o: $(srcdir)/src/malloc.c src/size_classes.h
+test/fuzz/tide_malloc.o: $(srcdir)/src/malloc.c src/size_class_table.h
 	@$(MKDIR_P) test/fuzz
 	$(AM_V_CC)$(FUZZ_CC) $(FUZZ_CFLAGS:-fsanitize=fuzzer,%=-fsanitize=fuzzer-no-link,%) -fvisibility=hidden \
 		-ftls-model=initial-exec -fno-builtin -c -o $@.tmp $(srcdir)/src/malloc.c && \
 	objcopy $(addprefix --localize-symbol=,$(fuzz_glibc_names)) $@.tmp $@ && rm -f $@.tmp
 
 test/fuzz/fuzz_api: $(srcdir)/test/fuzz/fuzz_api.c test/fuzz/tide_malloc.o $(addprefix $(srcdir)/,$(fuzz_tide_sources)) \
-		src/size_classes.h
+		src/size_class_table.h
 	$(AM_V_CCLD)$(FUZZ_CC) $(FUZZ_CFLAGS) -fvisibility=hidden -ftls-model=initial-exec -fno-builtin -pthread -o $@ \
 		$(srcdir)/test/fuzz/fuzz_api.c test/fuzz/tide_malloc.o $(addprefix $(srcdir)/,$(fuzz_tide_sources))
 
