@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "pagemap.h"
 #include "report.h"
 #include "size_class.h"
 #include "transfer.h"
@@ -101,7 +102,7 @@ static extent_t *slab_of(uintptr_t p, unsigned cls, const char *caller)
     if (r) {
         pm_entry_t entry = pm_read(r, p);
         extent_t *e = pm_desc(entry);
-        if (pm_tag(entry) == cls + 1 && e->state == EXTENT_SLAB)
+        if (pm_slab_class(entry) == cls && e->state == EXTENT_SLAB)
             return e;
     }
     report_invalid_pointer(caller, (void *)p);

@@ -8,6 +8,7 @@
 
 #include "arena.h"
 #include "extent.h"
+#include "pagemap.h"
 #include "region.h"
 #include "report.h"
 #include "size_class_table.h"
@@ -26,10 +27,9 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
     uintptr_t a = r->base, end = ATOMIC_LOAD(&r->end);
     while (a < end) {
         pm_entry_t entry = pm_read(r, a);
-        unsigned tag = pm_tag(entry);
         size_t n;
-        if (tag == PM_TAG_META) {
-            n = (size_t)(uintptr_t)pm_desc(entry);
+        if (pm_is_meta(entry)) {
+            n = pm_meta_pages(entry);
             if (n == 0 || pm_read(r, a + ((n - 1) << LG_PAGE)) != entry)
                 return check_fail("metadata chunk with bad entries", a);
             *meta += n;
@@ -42,7 +42,7 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
             if (extent_end(e) > end)
                 return check_fail("extent runs past the end of its range", a);
             if (e->state < EXTENT_NFREE || e->state == EXTENT_PURGING) {
-                if (tag != PM_TAG_FREE || pm_read(r, extent_end(e) - PAGE) != pm_make(e, PM_TAG_FREE))
+                if (entry != pm_free_edge(e) || pm_read(r, extent_end(e) - PAGE) != pm_free_edge(e))
                     return check_fail("free run with bad boundary entries", a);
                 /* Two runs being purged may meet (each took the rest of a 2 MiB unit from
                  * the clean run between them): they merge when they are put back. */
@@ -54,7 +54,7 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
                 if (e->cls >= SC_NSMALL || n != sc_slab_pages[e->cls])
                     return check_fail("slab of a bad class or size", a);
                 for (size_t i = 0; i < n; i++)
-                    if (pm_read(r, a + (i << LG_PAGE)) != (pm_make(e, e->cls + 1u) | ((uint64_t)i << PM_PAGE_SHIFT)))
+                    if (pm_read(r, a + (i << LG_PAGE)) != pm_slab_page(e, e->cls, i))
                         return check_fail("slab page with a bad entry", a + (i << LG_PAGE));
                 unsigned nfree = 0;
                 for (unsigned w = 0; w < SC_MAX_NREGS / 64; w++)
@@ -65,12 +65,10 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
                 *slab += n;
                 prev_free_state = ~0u;
             } else if (e->state == EXTENT_LARGE) {
-                unsigned want = e->cls == EXTENT_NO_CLASS ? PM_TAG_LARGE : e->cls + 1u;
-                if (tag != want || (n > 1 && pm_read(r, extent_end(e) - PAGE) != pm_make(e, PM_TAG_LARGE)))
+                if (entry != pm_large_head(e, e->cls) || (n > 1 && pm_read(r, extent_end(e) - PAGE) != pm_large_tail(e)))
                     return check_fail("large block with bad boundary entries", a);
                 for (size_t i = 1; i + 1 < n; i++) {
-                    unsigned t = pm_tag(pm_read(r, a + (i << LG_PAGE)));
-                    if (t != 0 && t != PM_TAG_FREE && t != PM_TAG_LARGE)
+                    if (pm_class(pm_read(r, a + (i << LG_PAGE))) != PM_NO_CLASS)
                         return check_fail("class tag inside a large block", a + (i << LG_PAGE));
                 }
                 *active += n;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "os.h"
+#include "pagemap.h"
 #include "purge.h"
 #include "report.h"
 #include "size_class.h"
@@ -49,27 +50,30 @@ static int extent_cmp_npages(const rb_node_t *a, const void *key)
 
 const range_t *extent_range(const extent_t *e) { return &region.ranges[e->range]; }
 
-void extent_set_boundaries(extent_t *e, unsigned first_tag, unsigned last_tag)
+/* The entries of E's first and last pages (one page: FIRST). */
+static void set_edges(extent_t *e, pm_entry_t first, pm_entry_t last)
 {
     const range_t *r = extent_range(e);
     if (e->npages > 1)
-        pm_write(r, extent_end(e) - PAGE, pm_make(e, last_tag));
-    pm_write(r, e->addr, pm_make(e, first_tag));
+        pm_write(r, extent_end(e) - PAGE, last);
+    pm_write(r, e->addr, first);
 }
+
+static void set_free_edges(extent_t *e) { set_edges(e, pm_free_edge(e), pm_free_edge(e)); }
 
 /* A large block's first page carries its class (the free path reads it); its last
  * page only says "large", so a pointer into that page is never taken for a block. */
 static void extent_set_large_boundaries(extent_t *e)
 {
-    extent_set_boundaries(e, e->cls == EXTENT_NO_CLASS ? PM_TAG_LARGE : e->cls + 1u, PM_TAG_LARGE);
+    set_edges(e, pm_large_head(e, e->cls), pm_large_tail(e));
 }
 
 static void extent_clear_boundaries(extent_t *e)
 {
     const range_t *r = extent_range(e);
-    pm_write(r, e->addr, 0);
+    pm_write(r, e->addr, PM_EMPTY);
     if (e->npages > 1)
-        pm_write(r, extent_end(e) - PAGE, 0);
+        pm_write(r, extent_end(e) - PAGE, PM_EMPTY);
 }
 
 /* ---- descriptors and metadata ---------------------------------------------------- */
@@ -123,7 +127,7 @@ static extent_t *free_neighbour(const extent_t *e, bool left, unsigned state)
             return NULL;
     }
     pm_entry_t entry = pm_read(r, probe);
-    if (pm_tag(entry) != PM_TAG_FREE)
+    if (!pm_is_free_edge(entry))
         return NULL;
     extent_t *n = pm_desc(entry);
     /* The entry may be stale (an interior page of a merged run): check the boundary. */
@@ -156,7 +160,7 @@ static void insert_free(extent_t *e, unsigned state, uint64_t stamp)
         e->stamp = MAX(e->stamp, n->stamp);
         desc_put(n);
     }
-    extent_set_boundaries(e, PM_TAG_FREE, PM_TAG_FREE);
+    set_free_edges(e);
     tree_insert(e);
 }
 
@@ -189,7 +193,7 @@ static void meta_claim(uintptr_t addr, size_t npages, unsigned range, bool zero)
 {
     const range_t *r = &region.ranges[range];
     /* A metadata chunk has no descriptor: its entries carry its length instead. */
-    pm_entry_t entry = pm_make((void *)(uintptr_t)npages, PM_TAG_META);
+    pm_entry_t entry = pm_meta(npages);
     pm_write(r, addr, entry);
     pm_write(r, addr + ((npages - 1) << LG_PAGE), entry);
     if (zero)
@@ -224,7 +228,7 @@ static int meta_carve(size_t npages)
         }
         f->npages -= npages;
         if (f->npages) {
-            extent_set_boundaries(f, PM_TAG_FREE, PM_TAG_FREE);
+            set_free_edges(f);
             tree_insert(f);
         } else {
             desc_put(f);
@@ -450,7 +454,7 @@ static extent_t *hinted_run(size_t npages, size_t align)
         return NULL;
     pm_entry_t entry = pm_read(r, hint);
     extent_t *f = pm_desc(entry);
-    if (pm_tag(entry) != PM_TAG_FREE || f->addr != hint || f->state >= EXTENT_NFREE ||
+    if (!pm_is_free_edge(entry) || f->addr != hint || f->state >= EXTENT_NFREE ||
         f->npages > 2 * large_hint_pages + HINT_SLACK_PAGES)
         return NULL;
     uintptr_t start = ALIGN_UP(f->addr, MAX(align, PAGE));
@@ -493,7 +497,7 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
         }
         const range_t *r = extent_range(e);
         for (size_t i = 0; i < e->npages; i++)
-            pm_write(r, e->addr + (i << LG_PAGE), pm_make(e, cls + 1) | ((uint64_t)i << PM_PAGE_SHIFT));
+            pm_write(r, e->addr + (i << LG_PAGE), pm_slab_page(e, cls, i));
         pageheap.nslabs++;
         pageheap.npages_slab += e->npages;
     }
@@ -507,7 +511,7 @@ static void free_locked(extent_t *e, uint64_t now)
     const range_t *r = extent_range(e);
     if (e->state == EXTENT_SLAB) {
         for (size_t i = 0; i < e->npages; i++)
-            pm_write(r, e->addr + (i << LG_PAGE), 0);
+            pm_write(r, e->addr + (i << LG_PAGE), PM_EMPTY);
         pageheap.nslabs--;
         pageheap.npages_slab -= e->npages;
     } else {
@@ -601,7 +605,7 @@ bool extent_resize(extent_t *e, size_t npages)
         if (n->npages > extra) {
             n->addr += extra << LG_PAGE;
             n->npages -= extra;
-            extent_set_boundaries(n, PM_TAG_FREE, PM_TAG_FREE);
+            set_free_edges(n);
             tree_insert(n);
         } else {
             desc_put(n);
@@ -668,8 +672,7 @@ extent_t *extent_of_block(uintptr_t addr)
     if (!r || (addr & PAGE_MASK))
         return NULL;
     pm_entry_t entry = pm_read(r, addr);
-    unsigned tag = pm_tag(entry);
-    if (tag == 0 || tag == PM_TAG_FREE || tag == PM_TAG_META)
+    if (!pm_is_slab_page(entry) && !pm_is_large_edge(entry))
         return NULL;
     extent_t *e = pm_desc(entry);
     if (e->addr != addr || (e->state != EXTENT_LARGE && e->state != EXTENT_SLAB))
@@ -726,7 +729,7 @@ static void absorb_unit_rest(extent_t *e, bool left)
         e->addr = unit_edge;
     e->npages += k;
     pageheap.npages[EXTENT_DIRTY] += k; /* purging pages count as dirty */
-    extent_set_boundaries(e, PM_TAG_FREE, PM_TAG_FREE);
+    set_free_edges(e);
 }
 
 size_t pageheap_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages)
@@ -801,7 +804,7 @@ static extent_t *trim_candidate(bool forget, uintptr_t *cut)
     /* Every extent writes the entry of its last page: this one is never stale. */
     pm_entry_t entry = pm_read(r, r->end - PAGE);
     extent_t *last = pm_desc(entry), *first = last;
-    if (pm_tag(entry) != PM_TAG_FREE || last->range != i || extent_end(last) != r->end || !purged_free(last))
+    if (!pm_is_free_edge(entry) || last->range != i || extent_end(last) != r->end || !purged_free(last))
         return NULL;
     for (int runs = 1; runs < SPAN_MAX_RUNS; runs++) {
         extent_t *n = free_neighbour(first, true, EXTENT_NFREE);
@@ -833,7 +836,7 @@ static void trim_clean(extent_t *t, uintptr_t cut)
         return;
     }
     t->npages = (cut - t->addr) >> LG_PAGE;
-    extent_set_boundaries(t, PM_TAG_FREE, PM_TAG_FREE);
+    set_free_edges(t);
     tree_insert(t);
 }
 
@@ -869,12 +872,12 @@ void pageheap_trim_tail(bool forget)
     x->state = EXTENT_PURGING;
     t->npages -= x->npages;
     if (t->npages) {
-        extent_set_boundaries(t, PM_TAG_FREE, PM_TAG_FREE);
+        set_free_edges(t);
         tree_insert(t);
     } else {
         desc_put(t);
     }
-    extent_set_boundaries(x, PM_TAG_FREE, PM_TAG_FREE);
+    set_free_edges(x);
     pageheap.npages[EXTENT_DIRTY] += x->npages; /* purging pages count as dirty */
     lock_release(&pageheap.lock);
 

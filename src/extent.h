@@ -19,6 +19,7 @@
 #include "list.h"
 #include "lock.h"
 #include "rbtree.h"
+#include "pagemap.h"
 #include "region.h"
 #include "size_class_table.h"
 #include "util.h"
@@ -34,7 +35,7 @@ typedef enum {
     EXTENT_RETIRED    /* descriptor on the recycling list */
 } extent_state_t;
 
-#define EXTENT_NO_CLASS 0xFFu
+#define EXTENT_NO_CLASS PM_NO_CLASS
 
 typedef struct extent_s {
     uintptr_t addr;
@@ -122,8 +123,6 @@ uint64_t pageheap_oldest_dirty(void);
  * page-heap lock): one trimmer at a time, never beside a purge pass. */
 void pageheap_trim_tail(bool forget);
 
-/* Page-map maintenance shared with the arena (slab release). */
-void extent_set_boundaries(extent_t *e, unsigned first_tag, unsigned last_tag);
 const range_t *extent_range(const extent_t *e);
 
 static inline uintptr_t extent_end(const extent_t *e) { return e->addr + (e->npages << LG_PAGE); }

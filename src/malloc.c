@@ -18,6 +18,7 @@
 #include "conf.h"
 #include "extent.h"
 #include "os.h"
+#include "pagemap.h"
 #include "purge.h"
 #include "region.h"
 #include "remap.h"
@@ -171,24 +172,22 @@ static void block_lookup(void *p, const char *func, block_t *b)
     if (unlikely(!r))
         report_invalid_pointer(func, p);
     pm_entry_t entry = pm_read(r, a);
-    unsigned tag = pm_tag(entry);
     extent_t *e = pm_desc(entry);
-    if (tag >= 1 && tag <= SC_NSMALL) {
-        if (unlikely(!sc_starts_region(tag - 1, a - pm_slab_base(entry, a))))
+    if (pm_is_slab_page(entry)) {
+        if (unlikely(!sc_starts_region(pm_slab_class(entry), a - pm_slab_base(entry, a))))
             report_invalid_pointer(func, p);
-        b->cls = tag - 1;
+        b->cls = pm_slab_class(entry);
         b->ext = e;
         b->usable = sc_size[b->cls];
         return;
     }
-    if ((tag == PM_TAG_LARGE || (tag > SC_NSMALL && tag <= SC_NCACHED)) && e->addr == a &&
-        e->state == EXTENT_LARGE) {
-        b->cls = tag == PM_TAG_LARGE ? EXTENT_NO_CLASS : tag - 1;
+    if (pm_is_large_edge(entry) && e->addr == a && e->state == EXTENT_LARGE) {
+        b->cls = pm_class(entry);
         b->ext = e;
         b->usable = extent_size(e);
         return;
     }
-    if (tag == PM_TAG_FREE && e->addr == a)
+    if (pm_is_free_edge(entry) && e->addr == a)
         report_double_free(func, p);
     report_invalid_pointer(func, p);
 }
@@ -283,8 +282,8 @@ TIDE_EXPORT void tide_free(void *p)
     const range_t *r = &region.ranges[0];
     uintptr_t off = a - r->base;
     if (likely(off < ATOMIC_LOAD(&r->end) - r->base)) {
-        pm_entry_t entry = ATOMIC_LOAD((pm_entry_t *)r->base - 1 - (off >> LG_PAGE));
-        unsigned cls = pm_tag(entry) - 1u;
+        pm_entry_t entry = pm_read_offset(r, off);
+        unsigned cls = pm_slab_class(entry);
         tcache_t *tc = &tcache_tls;
         void **obj = p;
         /* A small class, P the start of one of its regions (not a pointer into one), room

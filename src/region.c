@@ -31,7 +31,7 @@ region_t region;
  * with less than 1 GiB of RAM + swap it is a quarter of that. */
 #define REGION_PROBE_MIN (256 * MiB)
 
-static size_t pm_bytes_for(size_t heap_bytes) { return ALIGN_UP((heap_bytes >> LG_PAGE) * sizeof(pm_entry_t), PAGE); }
+static size_t pm_bytes_for(size_t heap_bytes) { return ALIGN_UP((heap_bytes >> LG_PAGE) * REGION_PM_ENTRY_BYTES, PAGE); }
 
 static void region_apply_thp(range_t *r)
 {

@@ -8,7 +8,8 @@
  *
  * The heap grows up from base and the page map grows down from base, both with
  * MAP_FIXED_NOREPLACE and the same flags, so the kernel keeps the whole range as one
- * VMA.  The entry of heap page i is ((pm_entry_t *)base)[-1 - i].  Nothing inside a
+ * VMA.  The entry of heap page i is the 8 bytes at base - 8 * (i + 1); pagemap.h says
+ * what entries hold.  Nothing inside a
  * range is ever unmapped or mprotected; a range may shrink at its end (region_shrink),
  * which shortens its VMA without splitting it.  The page map never shrinks: lock-free
  * readers may still hold an old end and read the entries below base. */
@@ -21,24 +22,11 @@
 #include "util.h"
 
 #define REGION_MAX_RANGES 32
-
-/* A page-map entry: a descriptor pointer in the low 48 bits, for slab pages the page's
- * index in its slab in bits 48-50, and a tag in the top 8.
- * Tags 1..SC_NCACHED are size class + 1 (every page of a slab, and the first page of
- * a large block of a cached class); the others mark pages the fast path must not
- * take for an object.  Entry 0 means "no extent starts or ends here"; interior pages
- * of large blocks and free runs hold 0 or stale FREE/LARGE entries, never a class. */
-typedef uint64_t pm_entry_t;
-#define PM_TAG_SHIFT 56
-#define PM_PTR_MASK (((uint64_t)1 << 48) - 1)
-#define PM_PAGE_SHIFT 48
-#define PM_PAGE_MASK 7u
-#define PM_TAG_LARGE 0xF0u /* first page of a large block without a cached class, last page of any */
-#define PM_TAG_FREE 0xF1u  /* boundary page of a free extent */
-#define PM_TAG_META 0xF2u  /* tide's own metadata */
+/* Bytes of page map a heap page needs (pagemap.h holds the entry itself). */
+#define REGION_PM_ENTRY_BYTES 8
 
 typedef struct range_s {
-    uintptr_t base;  /* first heap byte; the page map lies just below */
+    uintptr_t base;  /* first heap byte; the page map (pagemap.h) lies just below */
     uintptr_t end;   /* end of the mapped heap; read without the lock (atomic) */
     uintptr_t pm_lo; /* lowest mapped byte of the page map */
 } range_t;
@@ -84,23 +72,6 @@ int region_shrink(unsigned i, uintptr_t new_end);
 /* Apply MADV_HUGEPAGE to every range, whole (never a sub-range: that would split it). */
 void region_set_thp(bool on);
 
-static inline pm_entry_t pm_make(const void *desc, unsigned tag)
-{
-    return (uint64_t)(uintptr_t)desc | ((uint64_t)tag << PM_TAG_SHIFT);
-}
-static inline unsigned pm_tag(pm_entry_t e) { return (unsigned)(e >> PM_TAG_SHIFT); }
-/* The first byte of the slab that holds ADDR, from the entry of ADDR's page. */
-static inline uintptr_t pm_slab_base(pm_entry_t e, uintptr_t addr)
-{
-    return (addr & ~(uintptr_t)PAGE_MASK) - ((uintptr_t)((e >> PM_PAGE_SHIFT) & PM_PAGE_MASK) << LG_PAGE);
-}
-static inline void *pm_desc(pm_entry_t e) { return (void *)(uintptr_t)(e & PM_PTR_MASK); }
-
-static inline pm_entry_t *range_pm_slot(const range_t *r, uintptr_t addr)
-{
-    return (pm_entry_t *)r->base - 1 - ((addr - r->base) >> LG_PAGE);
-}
-
 /* The range holding ADDR, or NULL: the first range by arithmetic, the rest by a scan
  * of the (tiny) range table. */
 static inline const range_t *region_range_of(uintptr_t addr)
@@ -116,9 +87,6 @@ static inline const range_t *region_range_of(uintptr_t addr)
     }
     return NULL;
 }
-
-static inline pm_entry_t pm_read(const range_t *r, uintptr_t addr) { return ATOMIC_LOAD(range_pm_slot(r, addr)); }
-static inline void pm_write(const range_t *r, uintptr_t addr, pm_entry_t e) { ATOMIC_STORE(range_pm_slot(r, addr), e); }
 
 /* Bytes of tide's ranges that are resident, and the VMAs that cover them. */
 size_t region_resident(void);

@@ -8,6 +8,7 @@
 #include "conf.h"
 #include "extent.h"
 #include "os.h"
+#include "pagemap.h"
 #include "report.h"
 #include "size_class.h"
 #include "transfer.h"

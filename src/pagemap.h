@@ -1,0 +1,105 @@
+/* pagemap.h - the page map's entries: the one place that knows their format.
+ *
+ * Every heap page has an entry, below its range's base (region.h): finding what a pointer
+ * is costs arithmetic and one load.  An entry holds a descriptor pointer in its low 48
+ * bits, for a slab page the page's index in its slab in bits 48-50, and a tag in the top
+ * 8 that says what the page is:
+ *   slab page        every page of a slab: the slab, the page's index, its class;
+ *   large head       the first page of a large block: the block, its cached class if it
+ *                    has one;
+ *   large tail       the last page of a large block: the block (no class);
+ *   free edge        the first and last page of a free run: the run;
+ *   metadata         the first and last page of a metadata chunk: its length in pages;
+ *   empty (0)        no extent starts or ends here.
+ * Interior pages of large blocks and free runs hold empty or stale large-tail and
+ * free-edge entries, never one that carries a class: so the free fast path can trust a
+ * slab page's class without looking at the descriptor.  (The tag of a class is the class
+ * + 1, so that the fast path finds "a small class" with one subtraction and compare.) */
+#ifndef TIDE_PAGEMAP_H
+#define TIDE_PAGEMAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "region.h"
+#include "size_class_table.h"
+#include "util.h"
+
+typedef uint64_t pm_entry_t;
+_Static_assert(sizeof(pm_entry_t) == REGION_PM_ENTRY_BYTES, "the region reserves the page map");
+
+#define PM_NO_CLASS 0xFFu /* a large block without a cached class */
+
+#define PM_TAG_SHIFT 56
+#define PM_PTR_MASK (((uint64_t)1 << 48) - 1)
+#define PM_PAGE_SHIFT 48
+#define PM_PAGE_MASK 7u
+#define PM_TAG_LARGE 0xF0u /* head of a classless large block, tail of any */
+#define PM_TAG_FREE 0xF1u
+#define PM_TAG_META 0xF2u
+
+static inline pm_entry_t pm_make_(uintptr_t low, unsigned tag) { return (uint64_t)low | ((uint64_t)tag << PM_TAG_SHIFT); }
+static inline unsigned pm_tag_(pm_entry_t e) { return (unsigned)(e >> PM_TAG_SHIFT); }
+
+/* ---- making entries -------------------------------------------------------------------- */
+
+#define PM_EMPTY ((pm_entry_t)0)
+
+static inline pm_entry_t pm_slab_page(const void *slab, unsigned cls, size_t page)
+{
+    return pm_make_((uintptr_t)slab, cls + 1u) | ((uint64_t)page << PM_PAGE_SHIFT);
+}
+static inline pm_entry_t pm_large_head(const void *block, unsigned cls)
+{
+    return pm_make_((uintptr_t)block, cls == PM_NO_CLASS ? PM_TAG_LARGE : cls + 1u);
+}
+static inline pm_entry_t pm_large_tail(const void *block) { return pm_make_((uintptr_t)block, PM_TAG_LARGE); }
+static inline pm_entry_t pm_free_edge(const void *run) { return pm_make_((uintptr_t)run, PM_TAG_FREE); }
+static inline pm_entry_t pm_meta(size_t npages) { return pm_make_((uintptr_t)npages, PM_TAG_META); }
+
+/* ---- reading them ---------------------------------------------------------------------- */
+
+/* The class of a slab page; a value >= SC_NSMALL for every other entry (the fast path's
+ * test: one subtraction and a compare). */
+TIDE_INLINE unsigned pm_slab_class(pm_entry_t e) { return pm_tag_(e) - 1u; }
+static inline bool pm_is_slab_page(pm_entry_t e) { return pm_slab_class(e) < SC_NSMALL; }
+/* The class an entry carries (a slab page, or the head of a large block of a cached
+ * class), else PM_NO_CLASS. */
+static inline unsigned pm_class(pm_entry_t e)
+{
+    unsigned c = pm_tag_(e) - 1u;
+    return c < SC_NCACHED ? c : PM_NO_CLASS;
+}
+/* The head or the tail of a large block (which of the two: compare the block's address). */
+static inline bool pm_is_large_edge(pm_entry_t e)
+{
+    unsigned t = pm_tag_(e);
+    return t == PM_TAG_LARGE || (t > SC_NSMALL && t <= SC_NCACHED);
+}
+static inline bool pm_is_free_edge(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREE; }
+static inline bool pm_is_meta(pm_entry_t e) { return pm_tag_(e) == PM_TAG_META; }
+static inline size_t pm_meta_pages(pm_entry_t e) { return (size_t)(e & PM_PTR_MASK); }
+/* The descriptor of a slab page, a large edge or a free edge. */
+static inline void *pm_desc(pm_entry_t e) { return (void *)(uintptr_t)(e & PM_PTR_MASK); }
+/* The first byte of the slab that holds ADDR, from the entry of ADDR's page. */
+TIDE_INLINE uintptr_t pm_slab_base(pm_entry_t e, uintptr_t addr)
+{
+    return (addr & ~(uintptr_t)PAGE_MASK) - ((uintptr_t)((e >> PM_PAGE_SHIFT) & PM_PAGE_MASK) << LG_PAGE);
+}
+
+/* ---- where they are -------------------------------------------------------------------- */
+
+TIDE_INLINE pm_entry_t *pm_slot(const range_t *r, uintptr_t addr)
+{
+    return (pm_entry_t *)r->base - 1 - ((addr - r->base) >> LG_PAGE);
+}
+TIDE_INLINE pm_entry_t pm_read(const range_t *r, uintptr_t addr) { return ATOMIC_LOAD(pm_slot(r, addr)); }
+/* The same from the page's byte offset OFF from the range's base (the free fast path has
+ * it already). */
+TIDE_INLINE pm_entry_t pm_read_offset(const range_t *r, uintptr_t off)
+{
+    return ATOMIC_LOAD((pm_entry_t *)r->base - 1 - (off >> LG_PAGE));
+}
+static inline void pm_write(const range_t *r, uintptr_t addr, pm_entry_t e) { ATOMIC_STORE(pm_slot(r, addr), e); }
+
+#endif
