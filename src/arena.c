@@ -173,7 +173,7 @@ void arena_flush(void **objs, unsigned n, unsigned cls, const char *caller)
             bin->nregs_live -= left - keep;
             lock_release(&bin->lock);
             for (unsigned i = 0; i < nempty; i++)
-                extent_free(empty[i]);
+                extent_free(empty[i], NULL);
             nempty = 0;
             left = keep;
         }

@@ -18,14 +18,10 @@
 
 pageheap_t pageheap;
 
-/* Where this thread last freed a large block, and its size: its next large block starts
- * there when the run still fits, so a thread that frees and reallocates a buffer (and
- * grows it) keeps reusing its own warm pages instead of meeting other threads' buffers.
- * Only while the run is about the block's own place: cutting a small block from the
- * start of a big merged run, instead of the best fit, fragmented the address space
- * (the soak's range grew from ~2 GiB to 5-8 GiB for 1 GiB live). */
-static __thread uintptr_t large_hint __attribute__((tls_model("initial-exec")));
-static __thread size_t large_hint_pages __attribute__((tls_model("initial-exec")));
+/* A hint may name the run a block just freed into (see extent_hint_t) only while the run is
+ * about the block's own place: cutting a small block from the start of a big merged run,
+ * instead of the best fit, fragmented the address space (the soak's range grew from ~2 GiB
+ * to 5-8 GiB for 1 GiB live). */
 #define HINT_SLACK_PAGES (HUGEPAGE >> LG_PAGE)
 
 #define META_CHUNK_PAGES 16 /* 64 KiB: 500 descriptors */
@@ -444,28 +440,28 @@ static extent_t *take(size_t npages, size_t align)
     return carve(f, start, npages);
 }
 
-/* The free run this thread last freed a large block into, when it holds NPAGES pages
- * aligned to ALIGN.  Lock held. */
-static extent_t *hinted_run(size_t npages, size_t align)
+/* The free run HINT names, when it still starts there, is about the freed block's own size
+ * and holds NPAGES pages aligned to ALIGN.  Lock held. */
+static extent_t *hinted_run(const extent_hint_t *hint, size_t npages, size_t align)
 {
-    uintptr_t hint = large_hint;
-    const range_t *r = hint ? region_range_of(hint) : NULL;
+    const range_t *r = hint && hint->addr ? region_range_of(hint->addr) : NULL;
     if (!r)
         return NULL;
-    pm_entry_t entry = pm_read(r, hint);
+    pm_entry_t entry = pm_read(r, hint->addr);
     extent_t *f = pm_desc(entry);
-    if (!pm_is_free_edge(entry) || f->addr != hint || f->state >= EXTENT_NFREE ||
-        f->npages > 2 * large_hint_pages + HINT_SLACK_PAGES)
+    if (!pm_is_free_edge(entry) || f->addr != hint->addr || f->state >= EXTENT_NFREE ||
+        f->npages > 2 * hint->pages + HINT_SLACK_PAGES)
         return NULL;
     uintptr_t start = ALIGN_UP(f->addr, MAX(align, PAGE));
     return start + (npages << LG_PAGE) <= extent_end(f) ? f : NULL;
 }
 
-extent_t *extent_alloc_large(size_t npages, size_t align)
+extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint)
 {
     lock_acquire(&pageheap.lock);
-    extent_t *e = NULL, *f = desc_reserve(3) == 0 ? hinted_run(npages, align) : NULL;
-    large_hint = 0;
+    extent_t *e = NULL, *f = desc_reserve(3) == 0 ? hinted_run(hint, npages, align) : NULL;
+    if (hint)
+        hint->addr = 0; /* used once */
     if (f)
         e = carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), npages);
     else
@@ -505,8 +501,9 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
     return e;
 }
 
-/* Give E back to the free runs.  Lock held. */
-static void free_locked(extent_t *e, uint64_t now)
+/* Give E back to the free runs; a large block leaves HINT (when not NULL) naming the run
+ * it went into.  Lock held. */
+static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
 {
     const range_t *r = extent_range(e);
     if (e->state == EXTENT_SLAB) {
@@ -522,28 +519,28 @@ static void free_locked(extent_t *e, uint64_t now)
     size_t npages = e->npages;
     pageheap.npages_active -= npages;
     insert_free(e, EXTENT_DIRTY, now);
-    if (large) {
-        large_hint = e->addr; /* the merged run's start */
-        large_hint_pages = npages;
+    if (large && hint) {
+        hint->addr = e->addr; /* the merged run's start */
+        hint->pages = npages;
     }
 }
 
-void extent_free(extent_t *e)
+void extent_free(extent_t *e, extent_hint_t *hint)
 {
     lock_acquire(&pageheap.lock);
-    free_locked(e, os_now_ns());
+    free_locked(e, os_now_ns(), hint);
     lock_release(&pageheap.lock);
     purge_after_free();
 }
 
-void extent_free_many(extent_t *const *v, unsigned n)
+void extent_free_many(extent_t *const *v, unsigned n, extent_hint_t *hint)
 {
     if (n == 0)
         return;
     uint64_t now = os_now_ns();
     lock_acquire(&pageheap.lock);
     for (unsigned i = 0; i < n; i++)
-        free_locked(v[i], now);
+        free_locked(v[i], now, hint);
     lock_release(&pageheap.lock);
     purge_after_free();
 }

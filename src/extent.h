@@ -75,16 +75,29 @@ extern pageheap_t pageheap;
 
 int pageheap_init(void);
 
-/* A large block of NPAGES pages aligned to ALIGN (a power of two >= PAGE).  *ZEROED
- * tells whether its bytes are known to be zero.  NULL when memory is exhausted. */
-extent_t *extent_alloc_large(size_t npages, size_t align);
+/* Where a thread last freed a large block: the free run it went into, and the block's
+ * size.  The thread's next large block starts there when the run still fits (see
+ * hinted_run), so a thread that frees and reallocates a buffer, and grows it, keeps
+ * reusing its own warm pages instead of meeting other threads' buffers.  The caller owns
+ * it (a thread's, in the thread layer); extent_free writes it, extent_alloc_large uses
+ * it once. */
+typedef struct extent_hint_s {
+    uintptr_t addr;
+    size_t pages;
+} extent_hint_t;
+
+/* A large block of NPAGES pages aligned to ALIGN (a power of two >= PAGE), at HINT's run
+ * when it fits (HINT may be NULL); its zeroed field tells whether its bytes are known to
+ * be zero.  NULL when memory is exhausted. */
+extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint);
 /* A slab for class CLS owned by arena ARENA, every region free. */
 extent_t *extent_alloc_slab(unsigned cls, unsigned arena);
-/* Give a large block or a slab back: it becomes dirty and may be purged by policy. */
-void extent_free(extent_t *e);
+/* Give a large block or a slab back: it becomes dirty and may be purged by policy.  A
+ * large block sets HINT (when not NULL). */
+void extent_free(extent_t *e, extent_hint_t *hint);
 /* The same for N extents in one round of the page-heap lock (a thread cache's flush of
  * a large class: one lock round instead of one per block). */
-void extent_free_many(extent_t *const *v, unsigned n);
+void extent_free_many(extent_t *const *v, unsigned n, extent_hint_t *hint);
 /* Grow or shrink large block E in place to NPAGES; false when the pages after it are
  * not free. */
 bool extent_resize(extent_t *e, size_t npages);

@@ -5,13 +5,13 @@ src_libtide_la_SOURCES = \
 	src/os.h src/os.c \
 	src/rbtree.h src/rbtree.c \
 	src/size_class.h \
-	src/region.h src/region.c \
+	src/region.h src/region.c src/pagemap.h \
 	src/extent.h src/extent.c \
 	src/purge.h src/purge.c \
 	src/arena.h src/arena.c \
 	src/tcache.h src/tcache.c \
 	src/transfer.h src/transfer.c \
-	src/remap.h src/remap.c \
+	src/large.h src/large.c \
 	src/conf.h src/conf.c \
 	src/stats.h src/stats.c \
 	src/report.h src/report.c \

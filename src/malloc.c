@@ -21,7 +21,7 @@
 #include "pagemap.h"
 #include "purge.h"
 #include "region.h"
-#include "remap.h"
+#include "large.h"
 #include "report.h"
 #include "size_class.h"
 #include "stats.h"
@@ -192,13 +192,6 @@ static void block_lookup(void *p, const char *func, block_t *b)
     report_invalid_pointer(func, p);
 }
 
-static void large_free(extent_t *e)
-{
-    remap_before_free(e);
-    extent_free(e);
-    purge_tick();
-}
-
 static void block_free(void *p, const block_t *b)
 {
     /* A moved block (shrunk into a cached class) must be healed, not cached. */
@@ -209,31 +202,6 @@ static void block_free(void *p, const block_t *b)
 }
 
 /* ---- allocation ---------------------------------------------------------------------- */
-
-/* A block of at least SIZE bytes above the cached classes, aligned to ALIGN. */
-static void *large_alloc(size_t size, size_t align, bool zero)
-{
-    if (size > TIDE_MAX_BLOCK)
-        return NULL;
-    /* What glibc would map for it (the block and its alignment slack, before thp:on's own
-     * rounding) goes to the kernel's overcommit policy, whether the block then comes from
-     * free space or the range grows for it. */
-    if (region_admit(ALIGN_UP(size, PAGE) + (align > PAGE ? align - PAGE : 0)) != 0)
-        return NULL;
-    if (ATOMIC_LOAD(&conf.thp) && size >= HUGEPAGE) {
-        /* Whole aligned huge pages: the kernel faults them in whole anyway, and the
-         * block can later be purged whole, leaving no fringe that would split one. */
-        size = ALIGN_UP(size, HUGEPAGE);
-        align = MAX(align, HUGEPAGE);
-    }
-    extent_t *e = extent_alloc_large(pages_of(size), align);
-    purge_tick();
-    if (!e)
-        return NULL;
-    if (zero && !e->zeroed)
-        memset((void *)e->addr, 0, size);
-    return (void *)e->addr;
-}
 
 static TIDE_NOINLINE void *malloc_slow(size_t size)
 {
@@ -427,7 +395,7 @@ TIDE_EXPORT void *tide_realloc(void *p, size_t size)
         return p;
     if (b.ext->state == EXTENT_LARGE && usable >= sc_size[SC_NSMALL]) {
         /* Page runs both: in place, else by moving pages, else by a copy to a roomy place. */
-        void *q = remap_realloc(b.ext, usable);
+        void *q = large_realloc(b.ext, usable);
         if (q)
             return q;
     } else if (b.ext->state == EXTENT_SLAB && size < b.usable && size > b.usable / 2) {

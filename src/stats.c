@@ -10,7 +10,7 @@
 #include "os.h"
 #include "purge.h"
 #include "region.h"
-#include "remap.h"
+#include "large.h"
 #include "tcache.h"
 
 void stats_collect(tide_stats_t *s, bool expensive)
@@ -44,8 +44,8 @@ void stats_collect(tide_stats_t *s, bool expensive)
     s->purges = ps.passes;
     s->purged_bytes = ps.purged_bytes;
     s->grows = ATOMIC_LOAD(&os_counters.map_calls);
-    remap_stats_t rs;
-    remap_stats(&rs);
+    large_stats_t rs;
+    large_stats(&rs);
     s->remap_moves = rs.moves;
     s->remap_heals = rs.heals;
     s->remap_copies = rs.copies;

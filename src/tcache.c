@@ -19,6 +19,8 @@ uintptr_t tcache_key;
 static pthread_key_t tcache_exit_key;
 static int tcache_booted;  /* atomic */
 static uint64_t tcache_nthreads; /* atomic */
+/* Where this thread last freed a large block (see extent_hint_t). */
+static __thread extent_hint_t tcache_hint __attribute__((tls_model("initial-exec")));
 /* Calls from a thread whose cache is not usable go to this thread's arena. */
 static __thread uint16_t tcache_direct_arena __attribute__((tls_model("initial-exec")));
 static __thread uint8_t tcache_has_arena __attribute__((tls_model("initial-exec")));
@@ -40,7 +42,7 @@ static void *alloc_direct(unsigned cls)
         void *p;
         return arena_fill(thread_arena(), cls, &p, 1) ? p : NULL;
     }
-    extent_t *e = extent_alloc_large(sc_size[cls] >> LG_PAGE, PAGE);
+    extent_t *e = extent_alloc_large(sc_size[cls] >> LG_PAGE, PAGE, &tcache_hint);
     return e ? (void *)e->addr : NULL;
 }
 
@@ -49,7 +51,7 @@ static void free_direct(void *p, unsigned cls)
     if (cls < SC_NSMALL)
         arena_flush(&p, 1, cls, "free");
     else
-        extent_free(extent_of_block((uintptr_t)p));
+        extent_free(extent_of_block((uintptr_t)p), &tcache_hint);
 }
 
 /* ---- flushing --------------------------------------------------------------------- */
@@ -86,12 +88,12 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
         void **next = *p;
         batch[n++] = extent_of_block((uintptr_t)p);
         if (n == ARRAY_SIZE(batch)) {
-            extent_free_many(batch, n);
+            extent_free_many(batch, n, &tcache_hint);
             n = 0;
         }
         p = next;
     }
-    extent_free_many(batch, n);
+    extent_free_many(batch, n, &tcache_hint);
 }
 
 static void tcache_flush_all(tcache_t *tc)
@@ -221,5 +223,7 @@ void tcache_flush_self(void)
     if (tc->state == TCACHE_ACTIVE)
         tcache_flush_all(tc);
 }
+
+extent_hint_t *tcache_large_hint(void) { return &tcache_hint; }
 
 void tcache_stats(tcache_stats_t *out) { out->nthreads = ATOMIC_LOAD(&tcache_nthreads); }

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "extent.h"
 #include "size_class_table.h"
 #include "util.h"
 
@@ -45,6 +46,9 @@ void tcache_check_not_freed(void *p, unsigned cls, const char *func);
 void tcache_flush_self(void);
 /* Set up once per process: the thread-exit hook. */
 void tcache_boot(void);
+
+/* The calling thread's large-block placement hint (the extent layer reads and writes it). */
+extent_hint_t *tcache_large_hint(void);
 
 typedef struct tcache_stats_s {
     uint64_t nthreads;

@@ -1,4 +1,5 @@
-/* remap.c - the large-realloc path: in place, else mremap move, else copy.
+/* large.c - large blocks: allocation (overcommit admission, huge-page rounding, zeroing),
+ * free (healing moved pieces first), and realloc: in place, else mremap move, else copy.
  *
  * VMA budget: a moved block made of k pieces (a piece per move it went through with
  * data in another VMA; after a failed heal, per VMA it covered when it moved, counted from
@@ -13,13 +14,16 @@
  * pieces while its old ones still exist: it needs room for both, so with remap_max 1 a
  * moved block never moves again but copies.  remap_vmas follows the pieces themselves
  * (raised after each mremap, lowered after each heal) and must stay within the budget. */
-#include "remap.h"
+#include "large.h"
 
 #include <string.h>
 
 #include "conf.h"
 #include "os.h"
+#include "purge.h"
+#include "region.h"
 #include "size_class_table.h"
+#include "tcache.h"
 
 static uint64_t remap_moves, remap_heals, remap_copies, remap_in_place; /* atomic */
 static uint64_t remap_live;   /* moved blocks not yet healed (atomic) */
@@ -90,7 +94,7 @@ static void forget_move(extent_t *e, bool healed)
  * for good (a child never moves, so that budget holds nothing back). */
 static bool can_heal(void) { return !region.inherited; }
 
-void remap_before_free(extent_t *e)
+static void heal_before_free(extent_t *e)
 {
     if (e->moved_pieces)
         forget_move(e, can_heal() && heal(e->addr, e->moved_len));
@@ -119,7 +123,7 @@ static void *remap_move(extent_t *e, size_t npages)
     if (!t)
         goto fail;
     if (os_move(e->addr, old_bytes, t->addr) != 0) {
-        extent_free(t);
+        extent_free(t, tcache_large_hint());
         goto fail;
     }
     vmas_raise(cost);
@@ -152,13 +156,44 @@ static void *relocate_by_copy(extent_t *e, size_t usable)
     if (!t)
         return NULL;
     memcpy((void *)t->addr, (const void *)e->addr, extent_size(e));
-    remap_before_free(e);
-    extent_free(e);
+    heal_before_free(e);
+    extent_free(e, tcache_large_hint());
     ATOMIC_ADD(&remap_copies, 1);
     return (void *)t->addr;
 }
 
-void *remap_realloc(extent_t *e, size_t usable)
+void *large_alloc(size_t size, size_t align, bool zero)
+{
+    if (size > TIDE_MAX_BLOCK)
+        return NULL;
+    /* What glibc would map for it (the block and its alignment slack, before thp:on's own
+     * rounding) goes to the kernel's overcommit policy, whether the block then comes from
+     * free space or the range grows for it. */
+    if (region_admit(ALIGN_UP(size, PAGE) + (align > PAGE ? align - PAGE : 0)) != 0)
+        return NULL;
+    if (ATOMIC_LOAD(&conf.thp) && size >= HUGEPAGE) {
+        /* Whole aligned huge pages: the kernel faults them in whole anyway, and the
+         * block can later be purged whole, leaving no fringe that would split one. */
+        size = ALIGN_UP(size, HUGEPAGE);
+        align = MAX(align, HUGEPAGE);
+    }
+    extent_t *e = extent_alloc_large(pages_of(size), align, tcache_large_hint());
+    purge_tick();
+    if (!e)
+        return NULL;
+    if (zero && !e->zeroed)
+        memset((void *)e->addr, 0, size);
+    return (void *)e->addr;
+}
+
+void large_free(extent_t *e)
+{
+    heal_before_free(e);
+    extent_free(e, tcache_large_hint());
+    purge_tick();
+}
+
+void *large_realloc(extent_t *e, size_t usable)
 {
     size_t npages = usable >> LG_PAGE;
     if (npages < e->npages && e->moved_len > usable) {
@@ -192,7 +227,7 @@ void *remap_realloc(extent_t *e, size_t usable)
     return q ? q : relocate_by_copy(e, usable);
 }
 
-void remap_stats(remap_stats_t *out)
+void large_stats(large_stats_t *out)
 {
     out->moves = ATOMIC_LOAD(&remap_moves);
     out->heals = ATOMIC_LOAD(&remap_heals);
