@@ -19,11 +19,11 @@ static int slab_cmp(const rb_node_t *a, const rb_node_t *b)
 
 int arenas_init(unsigned n)
 {
-    arenas = meta_alloc(n * sizeof(arena_t *));
+    arenas = extent_alloc_meta(n * sizeof(arena_t *));
     if (!arenas)
         return -1;
     for (unsigned i = 0; i < n; i++) {
-        arena_t *a = meta_alloc(sizeof(arena_t));
+        arena_t *a = extent_alloc_meta(sizeof(arena_t));
         if (!a)
             return -1;
         a->ind = i;

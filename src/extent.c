@@ -4,8 +4,11 @@
  * request takes the smallest run that fits, lowest address first.  Allocation prefers
  * dirty runs (their pages are resident: no page faults), then lazy, then clean, and
  * grows the range only when none fits.  Descriptors of extents and other metadata are
- * carved from the range itself, so tide needs no other mapping. */
+ * carved from the range itself, so tide needs no other mapping.  The dirty runs' side
+ * (handing them to the purge engine, taking them back, giving the range's free tail back)
+ * is extent_dirty.c. */
 #include "extent.h"
+#include "extent_internal.h"
 
 #include <errno.h>
 #include <string.h>
@@ -26,7 +29,6 @@ pageheap_t pageheap;
 
 #define META_CHUNK_PAGES 16 /* 64 KiB: 500 descriptors */
 #define SPAN_CANDIDATES 8   /* largest runs of each state a span search starts from */
-#define SPAN_MAX_RUNS 64    /* runs one span may merge */
 #define EXTEND_SLACK (64 * MiB) /* growth in place by extending the range is always allowed this far */
 #define GIANT_PAGES ((256 * MiB) >> LG_PAGE) /* blocks placed to let the range shrink after them (take) */
 
@@ -55,7 +57,7 @@ static void set_edges(extent_t *e, pm_entry_t first, pm_entry_t last)
     pm_write(r, e->addr, first);
 }
 
-static void set_free_edges(extent_t *e) { set_edges(e, pm_free_edge(e), pm_free_edge(e)); }
+void extent_set_free_edges(extent_t *e) { set_edges(e, pm_free_edge(e), pm_free_edge(e)); }
 
 /* A large block's first page carries its class (the free path reads it); its last
  * page only says "large", so a pointer into that page is never taken for a block. */
@@ -64,7 +66,7 @@ static void extent_set_large_boundaries(extent_t *e)
     set_edges(e, pm_large_head(e, e->cls), pm_large_tail(e));
 }
 
-static void extent_clear_boundaries(extent_t *e)
+void extent_clear_edges(extent_t *e)
 {
     const range_t *r = extent_range(e);
     pm_write(r, e->addr, PM_EMPTY);
@@ -74,7 +76,7 @@ static void extent_clear_boundaries(extent_t *e)
 
 /* ---- descriptors and metadata ---------------------------------------------------- */
 
-static void desc_put(extent_t *e)
+void extent_desc_put(extent_t *e)
 {
     e->state = EXTENT_RETIRED;
     e->addr = (uintptr_t)pageheap.desc_free;
@@ -82,7 +84,7 @@ static void desc_put(extent_t *e)
     pageheap.ndesc_free++;
 }
 
-static extent_t *desc_get(void)
+extent_t *extent_desc_get(void)
 {
     extent_t *e = pageheap.desc_free;
     pageheap.desc_free = (extent_t *)e->addr;
@@ -91,7 +93,7 @@ static extent_t *desc_get(void)
     return e;
 }
 
-static void tree_insert(extent_t *e)
+void extent_tree_insert(extent_t *e)
 {
     rb_insert(&pageheap.free[e->state], &e->rb, extent_cmp);
     pageheap.npages[e->state] += e->npages;
@@ -99,7 +101,7 @@ static void tree_insert(extent_t *e)
         list_push_back(&pageheap.dirty_lru, &e->lru);
 }
 
-static void tree_remove(extent_t *e)
+void extent_tree_remove(extent_t *e)
 {
     rb_erase(&e->rb, &pageheap.free[e->state]);
     pageheap.npages[e->state] -= e->npages;
@@ -109,7 +111,7 @@ static void tree_remove(extent_t *e)
 
 /* The free neighbour of E on the left (or right) in state STATE (EXTENT_NFREE: in any
  * free state), or NULL. */
-static extent_t *free_neighbour(const extent_t *e, bool left, unsigned state)
+extent_t *extent_free_neighbour(const extent_t *e, bool left, unsigned state)
 {
     const range_t *r = extent_range(e);
     uintptr_t probe;
@@ -134,41 +136,41 @@ static extent_t *free_neighbour(const extent_t *e, bool left, unsigned state)
 }
 
 /* Insert E as a free run in STATE, merging it with free neighbours in the same state. */
-static void insert_free(extent_t *e, unsigned state, uint64_t stamp)
+void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp)
 {
     e->state = (uint8_t)state;
     e->stamp = stamp;
     e->cls = EXTENT_NO_CLASS;
     e->moved_len = 0;
     e->moved_pieces = 0;
-    extent_t *n = free_neighbour(e, true, state);
+    extent_t *n = extent_free_neighbour(e, true, state);
     if (n) {
-        tree_remove(n);
+        extent_tree_remove(n);
         e->addr = n->addr;
         e->npages += n->npages;
         e->stamp = MAX(e->stamp, n->stamp);
-        desc_put(n);
+        extent_desc_put(n);
     }
-    n = free_neighbour(e, false, state);
+    n = extent_free_neighbour(e, false, state);
     if (n) {
-        tree_remove(n);
+        extent_tree_remove(n);
         e->npages += n->npages;
         e->stamp = MAX(e->stamp, n->stamp);
-        desc_put(n);
+        extent_desc_put(n);
     }
-    set_free_edges(e);
-    tree_insert(e);
+    extent_set_free_edges(e);
+    extent_tree_insert(e);
 }
 
 /* Make [ADDR, ADDR + NPAGES pages) of range RANGE a free run in STATE (it may merge
  * with its neighbours).  Needs one descriptor. */
-static void add_free_run(uintptr_t addr, size_t npages, unsigned range, unsigned state, uint64_t stamp)
+void extent_add_free_run(uintptr_t addr, size_t npages, unsigned range, unsigned state, uint64_t stamp)
 {
-    extent_t *e = desc_get();
+    extent_t *e = extent_desc_get();
     e->addr = addr;
     e->npages = npages;
     e->range = (uint8_t)range;
-    insert_free(e, state, stamp);
+    extent_insert_free(e, state, stamp);
 }
 
 /* Map more of the range and add it as clean free pages.  Needs one descriptor. */
@@ -180,7 +182,7 @@ static int grow(size_t min_pages)
     int err = region_grow(min_pages << LG_PAGE, &addr, &len, &range);
     if (err)
         return err;
-    add_free_run(addr, len >> LG_PAGE, range, EXTENT_CLEAN, 0);
+    extent_add_free_run(addr, len >> LG_PAGE, range, EXTENT_CLEAN, 0);
     return 0;
 }
 
@@ -201,7 +203,7 @@ static void meta_claim(uintptr_t addr, size_t npages, unsigned range, bool zero)
 
 /* Start a new metadata chunk of at least NPAGES pages.  Takes the chunk from the tail
  * of a free run so that no new descriptor is needed, or from freshly mapped pages.  From
- * the start of a run that ends the range and could be given back (pageheap_trim_tail),
+ * the start of a run that ends the range and could be given back (extent_trim_tail),
  * though: metadata is never freed, and a chunk at the end would keep it mapped for good. */
 static int meta_carve(size_t npages)
 {
@@ -216,7 +218,7 @@ static int meta_carve(size_t npages)
     if (f) {
         bool zero = f->state != EXTENT_CLEAN;
         unsigned range = f->range;
-        tree_remove(f);
+        extent_tree_remove(f);
         uintptr_t chunk = extent_end(f) - (npages << LG_PAGE);
         if (extent_end(f) == ATOMIC_LOAD(&extent_range(f)->end) && extent_size(f) >= REGION_TRIM_MIN) {
             chunk = f->addr;
@@ -224,10 +226,10 @@ static int meta_carve(size_t npages)
         }
         f->npages -= npages;
         if (f->npages) {
-            set_free_edges(f);
-            tree_insert(f);
+            extent_set_free_edges(f);
+            extent_tree_insert(f);
         } else {
-            desc_put(f);
+            extent_desc_put(f);
         }
         meta_claim(chunk, npages, range, zero);
         return 0;
@@ -246,7 +248,7 @@ static int meta_carve(size_t npages)
     e->addr = addr + (npages << LG_PAGE);
     e->npages = (len >> LG_PAGE) - npages;
     e->range = (uint8_t)range;
-    insert_free(e, EXTENT_CLEAN, 0);
+    extent_insert_free(e, EXTENT_CLEAN, 0);
     return 0;
 }
 
@@ -263,19 +265,19 @@ static void *meta_bump(size_t size)
 }
 
 /* Make sure N descriptors can be had without allocating. */
-static int desc_reserve(size_t n)
+int extent_desc_reserve(size_t n)
 {
     while (pageheap.ndesc_free < n) {
         extent_t *e = meta_bump(sizeof(extent_t));
         if (!e)
             return ENOMEM;
         e->state = EXTENT_RETIRED;
-        desc_put(e);
+        extent_desc_put(e);
     }
     return 0;
 }
 
-void *meta_alloc(size_t size)
+void *extent_alloc_meta(size_t size)
 {
     lock_acquire(&pageheap.lock);
     void *p = meta_bump(size);
@@ -283,7 +285,7 @@ void *meta_alloc(size_t size)
     return p;
 }
 
-int pageheap_init(void)
+int extent_init(void)
 {
     lock_init(&pageheap.lock);
     list_init(&pageheap.dirty_lru);
@@ -297,7 +299,7 @@ int pageheap_init(void)
     memset(e, 0, sizeof *e);
     e->addr = addr + (META_CHUNK_PAGES << LG_PAGE);
     e->npages = npages - META_CHUNK_PAGES;
-    insert_free(e, EXTENT_CLEAN, 0);
+    extent_insert_free(e, EXTENT_CLEAN, 0);
     return 0;
 }
 
@@ -310,17 +312,17 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
 {
     if (unlikely(start < f->addr || start + (npages << LG_PAGE) > extent_end(f)))
         report_fatal("tide", "internal error: a cut outside its free run at", (void *)start);
-    tree_remove(f);
+    extent_tree_remove(f);
     /* The run's boundary entries must not survive inside the cut: clear them before the
      * pieces around it write theirs. */
-    extent_clear_boundaries(f);
+    extent_clear_edges(f);
     unsigned state = f->state;
     size_t lead = (start - f->addr) >> LG_PAGE;
     size_t trail = f->npages - lead - npages;
     if (lead)
-        add_free_run(f->addr, lead, f->range, state, f->stamp);
+        extent_add_free_run(f->addr, lead, f->range, state, f->stamp);
     if (trail)
-        add_free_run(start + (npages << LG_PAGE), trail, f->range, state, f->stamp);
+        extent_add_free_run(start + (npages << LG_PAGE), trail, f->range, state, f->stamp);
     f->addr = start;
     f->npages = npages;
     f->zeroed = state == EXTENT_CLEAN;
@@ -344,11 +346,11 @@ static extent_t *best_fit(size_t npages)
 /* Merge the adjacent free runs from L to R (whatever their states) into one run, in the
  * least clean of their states, and return it (in its tree, coalesced with neighbours in
  * that state).  Lock held. */
-static extent_t *merge_span(extent_t *l, extent_t *r)
+extent_t *extent_merge_span(extent_t *l, extent_t *r)
 {
     extent_t *parts[SPAN_MAX_RUNS + 1];
     size_t n = 0;
-    for (extent_t *x = l;; x = free_neighbour(x, false, EXTENT_NFREE)) {
+    for (extent_t *x = l;; x = extent_free_neighbour(x, false, EXTENT_NFREE)) {
         parts[n++] = x;
         if (x == r)
             break;
@@ -360,13 +362,13 @@ static extent_t *merge_span(extent_t *l, extent_t *r)
         state = MIN(state, (unsigned)parts[i]->state); /* dirty < lazy < clean */
         stamp = MAX(stamp, parts[i]->stamp);
         npages += parts[i]->npages;
-        tree_remove(parts[i]);
+        extent_tree_remove(parts[i]);
         if (i > 0)
-            desc_put(parts[i]);
+            extent_desc_put(parts[i]);
     }
     l->npages = npages;
     /* It may now meet a run in its new state beyond the span: merge that too. */
-    insert_free(l, state, stamp);
+    extent_insert_free(l, state, stamp);
     return l;
 }
 
@@ -382,8 +384,8 @@ static extent_t *span_fit(size_t need)
             extent_t *c = container_of(node, extent_t, rb), *l = c, *r = c;
             size_t total = c->npages, runs = 1;
             while (total < need && runs < SPAN_MAX_RUNS) {
-                extent_t *ln = free_neighbour(l, true, EXTENT_NFREE);
-                extent_t *rn = free_neighbour(r, false, EXTENT_NFREE);
+                extent_t *ln = extent_free_neighbour(l, true, EXTENT_NFREE);
+                extent_t *rn = extent_free_neighbour(r, false, EXTENT_NFREE);
                 if (!ln && !rn)
                     break;
                 if (ln) {
@@ -398,7 +400,7 @@ static extent_t *span_fit(size_t need)
                 }
             }
             if (total >= need)
-                return merge_span(l, r);
+                return extent_merge_span(l, r);
         }
     }
     return NULL;
@@ -422,7 +424,7 @@ static extent_t *take(size_t npages, size_t align)
 {
     size_t align_pages = align >> LG_PAGE;
     size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
-    if (need < npages || desc_reserve(3) != 0)
+    if (need < npages || extent_desc_reserve(3) != 0)
         return NULL;
     extent_t *f = find_fit(need);
     if (!f)
@@ -430,7 +432,7 @@ static extent_t *take(size_t npages, size_t align)
     align = MAX(align, PAGE);
     uintptr_t start = ALIGN_UP(f->addr, align);
     /* A giant block taken from the run that ends the range, when what it leaves of that
-     * run is too small ever to be given back (pageheap_trim_tail), goes to the run's end:
+     * run is too small ever to be given back (extent_trim_tail), goes to the run's end:
      * the small blocks that come next fill the rest below it instead of settling above it,
      * so once freed it becomes the range's free tail and its address space can go back.
      * (This is the common case: the range just grew for it.) */
@@ -459,7 +461,7 @@ static extent_t *hinted_run(const extent_hint_t *hint, size_t npages, size_t ali
 extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint)
 {
     lock_acquire(&pageheap.lock);
-    extent_t *e = NULL, *f = desc_reserve(3) == 0 ? hinted_run(hint, npages, align) : NULL;
+    extent_t *e = NULL, *f = extent_desc_reserve(3) == 0 ? hinted_run(hint, npages, align) : NULL;
     if (hint)
         hint->addr = 0; /* used once */
     if (f)
@@ -512,13 +514,13 @@ static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
         pageheap.nslabs--;
         pageheap.npages_slab -= e->npages;
     } else {
-        extent_clear_boundaries(e);
+        extent_clear_edges(e);
         pageheap.nlarge_free++;
     }
     bool large = e->state == EXTENT_LARGE;
     size_t npages = e->npages;
     pageheap.npages_active -= npages;
-    insert_free(e, EXTENT_DIRTY, now);
+    extent_insert_free(e, EXTENT_DIRTY, now);
     if (large && hint) {
         hint->addr = e->addr; /* the merged run's start */
         hint->pages = npages;
@@ -560,10 +562,10 @@ static bool may_extend(size_t npages)
 static extent_t *free_after(extent_t *e, size_t extra)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
-        extent_t *first = free_neighbour(e, false, EXTENT_NFREE), *last = first;
+        extent_t *first = extent_free_neighbour(e, false, EXTENT_NFREE), *last = first;
         size_t total = first ? first->npages : 0, runs = 1;
         while (last && total < extra && runs < SPAN_MAX_RUNS) {
-            extent_t *x = free_neighbour(last, false, EXTENT_NFREE);
+            extent_t *x = extent_free_neighbour(last, false, EXTENT_NFREE);
             if (!x)
                 break;
             total += x->npages;
@@ -571,7 +573,7 @@ static extent_t *free_after(extent_t *e, size_t extra)
             runs++;
         }
         if (total >= extra)
-            return first == last ? first : merge_span(first, last);
+            return first == last ? first : extent_merge_span(first, last);
         uintptr_t reach = last ? extent_end(last) : extent_end(e);
         if (attempt > 0 || reach != ATOMIC_LOAD(&extent_range(e)->end) || e->range != region.nranges - 1 ||
             !may_extend(extra - total) || grow(extra - total) != 0)
@@ -584,30 +586,30 @@ bool extent_resize(extent_t *e, size_t npages)
 {
     bool ok = false, shrunk = npages < e->npages;
     lock_acquire(&pageheap.lock);
-    if (desc_reserve(1) != 0)
+    if (extent_desc_reserve(1) != 0)
         goto out;
     if (npages < e->npages) {
         size_t cut = e->npages - npages;
-        extent_clear_boundaries(e);
+        extent_clear_edges(e);
         pageheap.npages_active -= cut;
         e->npages = npages;
-        add_free_run(extent_end(e), cut, e->range, EXTENT_DIRTY, os_now_ns());
+        extent_add_free_run(extent_end(e), cut, e->range, EXTENT_DIRTY, os_now_ns());
         ok = true;
     } else {
         size_t extra = npages - e->npages;
         extent_t *n = free_after(e, extra);
         if (!n)
             goto out;
-        tree_remove(n);
+        extent_tree_remove(n);
         if (n->npages > extra) {
             n->addr += extra << LG_PAGE;
             n->npages -= extra;
-            set_free_edges(n);
-            tree_insert(n);
+            extent_set_free_edges(n);
+            extent_tree_insert(n);
         } else {
-            desc_put(n);
+            extent_desc_put(n);
         }
-        extent_clear_boundaries(e);
+        extent_clear_edges(e);
         pageheap.npages_active += extra;
         e->npages = npages;
         ok = true;
@@ -628,7 +630,7 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_
     size_t need = npages + slack, room = 2 * npages + slack;
     extent_t *e = NULL;
     lock_acquire(&pageheap.lock);
-    if (desc_reserve(3) != 0)
+    if (extent_desc_reserve(3) != 0)
         goto out;
     /* A block that had to leave its place is growing: the best fit among the runs with
      * room to double it, at their start, so it can keep growing in place; else any run
@@ -653,10 +655,10 @@ out:
 void extent_finish_move(extent_t *old, extent_t *target)
 {
     lock_acquire(&pageheap.lock);
-    extent_clear_boundaries(old);
+    extent_clear_edges(old);
     pageheap.npages_active -= old->npages;
     pageheap.nlarge_free++;
-    insert_free(old, EXTENT_CLEAN, 0);
+    extent_insert_free(old, EXTENT_CLEAN, 0);
     int cls = sc_large_class_of_pages(target->npages);
     target->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
     extent_set_large_boundaries(target);
@@ -677,7 +679,7 @@ extent_t *extent_of_block(uintptr_t addr)
     return e;
 }
 
-void pageheap_stats(pageheap_stats_t *out)
+void extent_stats(extent_stats_t *out)
 {
     lock_acquire(&pageheap.lock);
     out->active = pageheap.npages_active << LG_PAGE;
@@ -689,202 +691,5 @@ void pageheap_stats(pageheap_stats_t *out)
     out->nlarge_alloc = pageheap.nlarge_alloc;
     out->nlarge_free = pageheap.nlarge_free;
     out->nslabs = pageheap.nslabs;
-    lock_release(&pageheap.lock);
-}
-
-/* ---- purging support --------------------------------------------------------------- */
-
-/* Extend purging run E over the rest of the 2 MiB unit its LEFT (or right) end falls in,
- * when a clean or lazy free neighbour holds all of that rest.  Otherwise the unit, free
- * but in pieces of two states, would never be purged whole, and the dirty piece would
- * keep the clean runs on either side from ever merging: under thp:on with decay_ms:0 the
- * soak grew tide's range to 4x its live bytes with gigabytes free in pieces of <= 33 MiB.
- * The pages taken are clean or lazy already: purging them again costs the kernel little.
- * Lock held. */
-static void absorb_unit_rest(extent_t *e, bool left)
-{
-    uintptr_t edge = left ? e->addr : extent_end(e);
-    uintptr_t unit_edge = left ? ALIGN_DOWN(edge, HUGEPAGE) : ALIGN_UP(edge, HUGEPAGE);
-    if (unit_edge == edge)
-        return;
-    extent_t *n = free_neighbour(e, left, EXTENT_NFREE);
-    if (!n || n->state == EXTENT_DIRTY || (left ? n->addr > unit_edge : extent_end(n) < unit_edge))
-        return;
-    size_t k = (left ? edge - unit_edge : unit_edge - edge) >> LG_PAGE;
-    unsigned state = n->state;
-    tree_remove(n);
-    extent_clear_boundaries(n);
-    if (k == n->npages) {
-        desc_put(n);
-    } else {
-        n->npages -= k;
-        if (!left)
-            n->addr = unit_edge;
-        insert_free(n, state, n->stamp);
-    }
-    if (left)
-        e->addr = unit_edge;
-    e->npages += k;
-    pageheap.npages[EXTENT_DIRTY] += k; /* purging pages count as dirty */
-    set_free_edges(e);
-}
-
-size_t pageheap_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages)
-{
-    size_t n = 0, pages = 0;
-    while (n < max && pages < max_pages) {
-        list_node_t *l = list_first(&pageheap.dirty_lru);
-        if (!l)
-            break;
-        extent_t *e = container_of(l, extent_t, lru);
-        if (e->stamp > older_than)
-            break;
-        tree_remove(e);
-        e->state = EXTENT_PURGING;
-        pageheap.npages[EXTENT_DIRTY] += e->npages; /* still dirty until purged */
-        if (whole_units) {
-            absorb_unit_rest(e, true);
-            absorb_unit_rest(e, false);
-        }
-        pages += e->npages;
-        out[n++] = e;
-    }
-    return n;
-}
-
-void pageheap_put_purged(extent_t **ext, size_t n, extent_state_t state)
-{
-    for (size_t i = 0; i < n; i++) {
-        extent_t *e = ext[i];
-        pageheap.npages[EXTENT_DIRTY] -= e->npages;
-        insert_free(e, state, state == EXTENT_DIRTY ? os_now_ns() : 0);
-    }
-}
-
-void pageheap_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_state_t state)
-{
-    pageheap.npages[EXTENT_DIRTY] -= e->npages;
-    if (desc_reserve(2) != 0) {
-        insert_free(e, EXTENT_DIRTY, os_now_ns());
-        return;
-    }
-    /* The fringes stay dirty, with a fresh stamp so this pass does not take them again. */
-    uint64_t now = os_now_ns();
-    uintptr_t start = e->addr, end = extent_end(e);
-    e->addr = lo;
-    e->npages = (hi - lo) >> LG_PAGE;
-    if (hi < end)
-        add_free_run(hi, (end - hi) >> LG_PAGE, e->range, EXTENT_DIRTY, now);
-    if (lo > start)
-        add_free_run(start, (lo - start) >> LG_PAGE, e->range, EXTENT_DIRTY, now);
-    insert_free(e, state, 0);
-}
-
-uint64_t pageheap_oldest_dirty(void)
-{
-    list_node_t *l = list_first(&pageheap.dirty_lru);
-    return l ? container_of(l, extent_t, lru)->stamp : 0;
-}
-
-/* Whether E is free and purged: nothing of it waits for the decay policy. */
-static bool purged_free(const extent_t *e) { return e->state == EXTENT_CLEAN || e->state == EXTENT_LAZY; }
-
-/* The free, purged runs that end the last range (clean and lazy ones side by side), when
- * region_trim_point() wants part of them back: returns the run that holds the cut and sets
- * *CUT, else NULL.  Lock held. */
-static extent_t *trim_candidate(bool forget, uintptr_t *cut)
-{
-    unsigned i = region.nranges - 1;
-    const range_t *r = &region.ranges[i];
-    if (r->end - r->base < REGION_TRIM_MIN)
-        return NULL;
-    /* Every extent writes the entry of its last page: this one is never stale. */
-    pm_entry_t entry = pm_read(r, r->end - PAGE);
-    extent_t *last = pm_desc(entry), *first = last;
-    if (!pm_is_free_edge(entry) || last->range != i || extent_end(last) != r->end || !purged_free(last))
-        return NULL;
-    for (int runs = 1; runs < SPAN_MAX_RUNS; runs++) {
-        extent_t *n = free_neighbour(first, true, EXTENT_NFREE);
-        if (!n || !purged_free(n))
-            break;
-        first = n;
-    }
-    *cut = region_trim_point(i, first->addr, pageheap.npages_active << LG_PAGE, forget);
-    if (!*cut)
-        return NULL;
-    extent_t *c = first;
-    while (extent_end(c) <= *cut)
-        c = free_neighbour(c, false, EXTENT_NFREE);
-    return c;
-}
-
-/* Cut free run T, the tail of the range, at CUT and unmap the range from there.  Its pages
- * beyond CUT must hold nothing resident (a clean run).  Lock held. */
-static void trim_clean(extent_t *t, uintptr_t cut)
-{
-    tree_remove(t);
-    if (region_shrink(t->range, cut) != 0) {
-        tree_insert(t);
-        return;
-    }
-    extent_clear_boundaries(t);
-    if (cut == t->addr) {
-        desc_put(t);
-        return;
-    }
-    t->npages = (cut - t->addr) >> LG_PAGE;
-    set_free_edges(t);
-    tree_insert(t);
-}
-
-void pageheap_trim_tail(bool forget)
-{
-    if (ATOMIC_LOAD(&region.heap_mapped) < REGION_TRIM_MIN)
-        return;
-    lock_acquire(&pageheap.lock);
-    uintptr_t cut;
-    extent_t *t = desc_reserve(1) == 0 ? trim_candidate(forget, &cut) : NULL;
-    if (t && t->state == EXTENT_CLEAN && extent_end(t) == region.ranges[t->range].end) {
-        /* Nothing resident: munmap only frees page tables (tens of microseconds a GiB). */
-        trim_clean(t, cut);
-        t = NULL;
-    }
-    if (!t) {
-        lock_release(&pageheap.lock);
-        return;
-    }
-    /* Lazy pages beyond the cut may still be resident, and unmapping frees them: about
-     * 0.3 s a GiB here, too long to hold the lock.  The runs from T to the end become one
-     * (lazy: the least clean state), and the part beyond the cut is purged outside the
-     * lock as a purge pass would (marked purging: neither allocatable nor mergeable
-     * meanwhile), then cut if it still ends the range (the range may have grown past it). */
-    unsigned range = t->range;
-    t = merge_span(t, pm_desc(pm_read(&region.ranges[range], region.ranges[range].end - PAGE)));
-    tree_remove(t);
-    extent_clear_boundaries(t);
-    extent_t *x = desc_get();
-    x->addr = cut;
-    x->npages = (extent_end(t) - cut) >> LG_PAGE;
-    x->range = (uint8_t)range;
-    x->state = EXTENT_PURGING;
-    t->npages -= x->npages;
-    if (t->npages) {
-        set_free_edges(t);
-        tree_insert(t);
-    } else {
-        desc_put(t);
-    }
-    set_free_edges(x);
-    pageheap.npages[EXTENT_DIRTY] += x->npages; /* purging pages count as dirty */
-    lock_release(&pageheap.lock);
-
-    int err = os_purge(x->addr, extent_size(x), OS_ADV_DONTNEED);
-
-    lock_acquire(&pageheap.lock);
-    pageheap.npages[EXTENT_DIRTY] -= x->npages;
-    /* It may merge with a clean run before it: X still holds CUT and the end. */
-    insert_free(x, err ? EXTENT_LAZY : EXTENT_CLEAN, 0);
-    if (!err && extent_end(x) == region.ranges[range].end)
-        trim_clean(x, cut);
     lock_release(&pageheap.lock);
 }

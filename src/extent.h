@@ -54,10 +54,10 @@ typedef struct extent_s {
     uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
 } extent_t;
 
-typedef struct pageheap_stats_s {
+typedef struct extent_stats_s {
     size_t active, slab_bytes, dirty, lazy, clean, metadata; /* bytes */
     size_t nlarge_alloc, nlarge_free, nslabs;
-} pageheap_stats_t;
+} extent_stats_t;
 
 typedef struct pageheap_s {
     lock_t lock;
@@ -73,7 +73,7 @@ typedef struct pageheap_s {
 
 extern pageheap_t pageheap;
 
-int pageheap_init(void);
+int extent_init(void);
 
 /* Where a thread last freed a large block: the free run it went into, and the block's
  * size.  The thread's next large block starts there when the run still fits (see
@@ -110,31 +110,31 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_
  * TARGET the live block. */
 void extent_finish_move(extent_t *old, extent_t *target);
 /* Zeroed, never-freed metadata. */
-void *meta_alloc(size_t size);
+void *extent_alloc_meta(size_t size);
 
 /* The extent whose first page is ADDR when it is a live large block or slab, else NULL. */
 extent_t *extent_of_block(uintptr_t addr);
 
-void pageheap_stats(pageheap_stats_t *out);
+void extent_stats(extent_stats_t *out);
 
-/* ---- for the purge engine (purge.c) ---- */
+/* ---- for the purge engine (purge.c); in extent_dirty.c ---- */
 /* Move dirty extents freed at or before OLDER_THAN (ns), oldest first, into OUT (at most
  * MAX of them, at most MAX_PAGES pages in all) and mark them purging.  With WHOLE_UNITS
  * (huge pages), an extent also takes the rest of a 2 MiB unit it ends in from a clean or
  * lazy neighbour that holds it, so that the unit can be purged whole.  Lock held. */
-size_t pageheap_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages);
+size_t extent_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages);
 /* Return purged extents as STATE (lazy or clean), or back to dirty when the purge failed. */
-void pageheap_put_purged(extent_t **ext, size_t n, extent_state_t state);
+void extent_put_purged(extent_t **ext, size_t n, extent_state_t state);
 /* Return purged extent E whose pages [LO, HI) were purged: that span becomes STATE and
  * the rest dirty again (with huge pages only whole 2 MiB units are purged). */
-void pageheap_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_state_t state);
-/* Age in ns of the oldest dirty extent at NOW, or 0 when there is none.  Lock held. */
-uint64_t pageheap_oldest_dirty(void);
+void extent_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_state_t state);
+/* When the oldest dirty run was freed (ns, os_now_ns), or 0 when none is.  Lock held. */
+uint64_t extent_oldest_dirty(void);
 /* Give the free tail of the last range back to the kernel when region_trim_point() says
  * so: a clean tail is unmapped at once, a lazy one is purged outside the lock first.
  * FORGET: an explicit trim (malloc_trim, tide_purge).  Caller holds purge_lock (not the
  * page-heap lock): one trimmer at a time, never beside a purge pass. */
-void pageheap_trim_tail(bool forget);
+void extent_trim_tail(bool forget);
 
 const range_t *extent_range(const extent_t *e);
 

@@ -6,7 +6,7 @@ src_libtide_la_SOURCES = \
 	src/rbtree.h src/rbtree.c \
 	src/size_class.h \
 	src/region.h src/region.c src/pagemap.h \
-	src/extent.h src/extent.c \
+	src/extent.h src/extent_internal.h src/extent.c src/extent_dirty.c \
 	src/purge.h src/purge.c \
 	src/arena.h src/arena.c \
 	src/tcache.h src/tcache.c \

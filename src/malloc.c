@@ -55,7 +55,7 @@ static TIDE_NOINLINE bool tide_boot(void)
     conf_init();
     os_init();
     unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
-    if (region_init(conf.thp != 0) != 0 || pageheap_init() != 0 || arenas_init(n) != 0 ||
+    if (region_init(conf.thp != 0) != 0 || extent_init() != 0 || arenas_init(n) != 0 ||
         transfer_init(n) != 0) {
         lock_release(&tide_init_lock);
         tide_booting = false;

@@ -58,9 +58,9 @@ static size_t purge_pass(uint64_t older_than, long policy, bool whole)
         extent_t *batch[PURGE_BATCH];
         struct iovec iov[PURGE_BATCH];
         lock_acquire(&pageheap.lock);
-        size_t n = pageheap_take_dirty(older_than, thp, batch, PURGE_BATCH, PURGE_BATCH_PAGES);
+        size_t n = extent_take_dirty(older_than, thp, batch, PURGE_BATCH, PURGE_BATCH_PAGES);
         if (n == 0) {
-            uint64_t oldest = pageheap_oldest_dirty();
+            uint64_t oldest = extent_oldest_dirty();
             long decay = ATOMIC_LOAD(&conf.decay_ms);
             uint64_t base = oldest ? oldest : os_now_ns();
             ATOMIC_STORE(&purge_next_ns, decay > 0 ? base + (uint64_t)decay * 1000000u : 0);
@@ -83,16 +83,16 @@ static size_t purge_pass(uint64_t older_than, long policy, bool whole)
 
         lock_acquire(&pageheap.lock);
         if (err) {
-            pageheap_put_purged(batch, n, EXTENT_DIRTY);
+            extent_put_purged(batch, n, EXTENT_DIRTY);
         } else if (!thp) {
-            pageheap_put_purged(batch, n, done_state);
+            extent_put_purged(batch, n, done_state);
         } else {
             for (size_t i = 0; i < n; i++) {
                 uintptr_t lo, hi;
                 if (purge_span(batch[i], thp, &lo, &hi))
-                    pageheap_put_purged_span(batch[i], lo, hi, done_state);
+                    extent_put_purged_span(batch[i], lo, hi, done_state);
                 else
-                    pageheap_put_purged(&batch[i], 1, EXTENT_DIRTY);
+                    extent_put_purged(&batch[i], 1, EXTENT_DIRTY);
             }
         }
         lock_release(&pageheap.lock);
@@ -101,7 +101,7 @@ static size_t purge_pass(uint64_t older_than, long policy, bool whole)
         total += bytes;
     }
     /* Before the counters: once they show this pass, its trim is done too (tests wait on them). */
-    pageheap_trim_tail(whole);
+    extent_trim_tail(whole);
     if (total) {
         ATOMIC_ADD(&purge_passes, 1);
         __atomic_fetch_add(&purge_bytes, total, __ATOMIC_RELEASE);
@@ -176,7 +176,7 @@ static void *bg_main(void *arg)
             continue;
         }
         lock_acquire(&pageheap.lock);
-        bool any_dirty = pageheap_oldest_dirty() != 0;
+        bool any_dirty = extent_oldest_dirty() != 0;
         lock_release(&pageheap.lock);
         if (!any_dirty) {
             ATOMIC_STORE(&bg_asleep, 1);

@@ -17,10 +17,10 @@ void stats_collect(tide_stats_t *s, bool expensive)
 {
     memset(s, 0, sizeof *s);
     s->size = sizeof *s;
-    pageheap_stats_t ph;
+    extent_stats_t ph;
     arena_stats_t ar;
     arenas_stats(&ar);
-    pageheap_stats(&ph);
+    extent_stats(&ph);
     s->mapped = region.heap_mapped + region.pm_mapped;
     s->active = ph.active;
     s->dirty = ph.dirty;

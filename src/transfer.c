@@ -40,9 +40,9 @@ static transfer_t *transfer_of(unsigned arena, unsigned cls) { return &transfers
  * being initialised (they hold nothing: only a thread of the arena allocates slabs). */
 int transfer_init(unsigned narena)
 {
-    transfers = meta_alloc((size_t)narena * SC_NSMALL * sizeof(transfer_t));
-    ready = meta_alloc(narena);
-    budgets = meta_alloc((size_t)narena * sizeof(arena_budget_t));
+    transfers = extent_alloc_meta((size_t)narena * SC_NSMALL * sizeof(transfer_t));
+    ready = extent_alloc_meta(narena);
+    budgets = extent_alloc_meta((size_t)narena * sizeof(arena_budget_t));
     if (!transfers || !ready || !budgets)
         return -1;
     ATOMIC_STORE_REL(&ntransfers, narena);
