@@ -1,4 +1,4 @@
-/* arena.c - slabs of small regions, refilled into and flushed from thread caches. */
+/* arena.c - slabs of small regions, refilled into thread caches and returned from them. */
 #include "arena.h"
 
 #include <string.h>
@@ -129,10 +129,10 @@ bool arena_region_is_free(extent_t *slab, uintptr_t p)
     return is_free;
 }
 
-void arena_flush(void **objs, unsigned n, unsigned cls, const char *caller)
+unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
 {
     extent_t *slabs[256], *empty[256];
-    unsigned nempty = 0;
+    unsigned nempty = 0, freed = 0;
     while (n > 0) {
         unsigned batch = MIN(n, 256u);
         for (unsigned i = 0; i < batch; i++)
@@ -174,27 +174,30 @@ void arena_flush(void **objs, unsigned n, unsigned cls, const char *caller)
             lock_release(&bin->lock);
             for (unsigned i = 0; i < nempty; i++)
                 extent_free(empty[i], NULL);
+            freed += nempty;
             nempty = 0;
             left = keep;
         }
         objs += batch;
         n -= batch;
     }
+    return freed;
 }
 
-void arena_flush_list(void *head, unsigned cls, const char *caller)
+unsigned arena_return_list(void *head, unsigned cls, const char *caller)
 {
     void *objs[256];
-    unsigned n = 0;
+    unsigned n = 0, freed = 0;
     for (void **p = head; p;) {
         void **next = *p;
         objs[n++] = p;
         p = next;
         if (n == ARRAY_SIZE(objs) || !p) {
-            arena_flush(objs, n, cls, caller);
+            freed += arena_return(objs, n, cls, caller);
             n = 0;
         }
     }
+    return freed;
 }
 
 void arenas_lock_all(void)

@@ -15,7 +15,6 @@
 
 #include "os.h"
 #include "pagemap.h"
-#include "purge.h"
 #include "report.h"
 #include "size_class.h"
 
@@ -532,7 +531,6 @@ void extent_free(extent_t *e, extent_hint_t *hint)
     lock_acquire(&pageheap.lock);
     free_locked(e, os_now_ns(), hint);
     lock_release(&pageheap.lock);
-    purge_after_free();
 }
 
 void extent_free_many(extent_t *const *v, unsigned n, extent_hint_t *hint)
@@ -544,7 +542,6 @@ void extent_free_many(extent_t *const *v, unsigned n, extent_hint_t *hint)
     for (unsigned i = 0; i < n; i++)
         free_locked(v[i], now, hint);
     lock_release(&pageheap.lock);
-    purge_after_free();
 }
 
 /* Whether a block may grow in place by extending the range by NPAGES: only while the
@@ -584,7 +581,7 @@ static extent_t *free_after(extent_t *e, size_t extra)
 
 bool extent_resize(extent_t *e, size_t npages)
 {
-    bool ok = false, shrunk = npages < e->npages;
+    bool ok = false;
     lock_acquire(&pageheap.lock);
     if (extent_desc_reserve(1) != 0)
         goto out;
@@ -619,8 +616,6 @@ bool extent_resize(extent_t *e, size_t npages)
     extent_set_large_boundaries(e);
 out:
     lock_release(&pageheap.lock);
-    if (ok && shrunk)
-        purge_after_free();
     return ok;
 }
 

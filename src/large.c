@@ -18,9 +18,9 @@
 
 #include <string.h>
 
+#include "background.h"
 #include "conf.h"
 #include "os.h"
-#include "purge.h"
 #include "region.h"
 #include "size_class_table.h"
 #include "tcache.h"
@@ -124,6 +124,7 @@ static void *remap_move(extent_t *e, size_t npages)
         goto fail;
     if (os_move(e->addr, old_bytes, t->addr) != 0) {
         extent_free(t, tcache_large_hint());
+        background_after_free();
         goto fail;
     }
     vmas_raise(cost);
@@ -158,6 +159,7 @@ static void *relocate_by_copy(extent_t *e, size_t usable)
     memcpy((void *)t->addr, (const void *)e->addr, extent_size(e));
     heal_before_free(e);
     extent_free(e, tcache_large_hint());
+    background_after_free();
     ATOMIC_ADD(&remap_copies, 1);
     return (void *)t->addr;
 }
@@ -178,7 +180,7 @@ void *large_alloc(size_t size, size_t align, bool zero)
         align = MAX(align, HUGEPAGE);
     }
     extent_t *e = extent_alloc_large(pages_of(size), align, tcache_large_hint());
-    purge_tick();
+    background_tick();
     if (!e)
         return NULL;
     if (zero && !e->zeroed)
@@ -190,7 +192,8 @@ void large_free(extent_t *e)
 {
     heal_before_free(e);
     extent_free(e, tcache_large_hint());
-    purge_tick();
+    background_after_free();
+    background_tick();
 }
 
 void *large_realloc(extent_t *e, size_t usable)
@@ -213,7 +216,10 @@ void *large_realloc(extent_t *e, size_t usable)
      * the whole new size is refused too. */
     if (npages > e->npages && region_admit((npages - e->npages) << LG_PAGE) != 0)
         return NULL;
+    bool shrink = npages < e->npages;
     if (extent_resize(e, npages)) {
+        if (shrink)
+            background_after_free(); /* the cut-off tail is dirty */
         ATOMIC_ADD(&remap_in_place, 1);
         return (void *)e->addr;
     }

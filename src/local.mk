@@ -11,6 +11,7 @@ src_libtide_la_SOURCES = \
 	src/arena.h src/arena.c \
 	src/tcache.h src/tcache.c \
 	src/transfer.h src/transfer.c \
+	src/background.h src/background.c \
 	src/large.h src/large.c \
 	src/conf.h src/conf.c \
 	src/stats.h src/stats.c \

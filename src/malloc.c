@@ -14,6 +14,7 @@
 #include "tide.h"
 
 #include "arena.h"
+#include "background.h"
 #include "check.h"
 #include "conf.h"
 #include "extent.h"
@@ -61,7 +62,7 @@ static TIDE_NOINLINE bool tide_boot(void)
         tide_booting = false;
         return false;
     }
-    purge_init();
+    background_init();
     ATOMIC_STORE_REL(&tide_ready, 1);
     lock_release(&tide_init_lock);
     tide_booting = false;
@@ -114,6 +115,7 @@ static void tide_prefork(void)
         _IO_list_lock();
     lock_acquire(&tide_init_lock);
     purge_prefork();
+    background_prefork();
     transfer_lock_all();
     arenas_lock_all();
     lock_acquire(&pageheap.lock);
@@ -133,6 +135,7 @@ static void tide_postfork_parent(void)
     lock_release(&pageheap.lock);
     arenas_unlock_all();
     transfer_unlock_all();
+    background_postfork_parent();
     purge_postfork_parent();
     lock_release(&tide_init_lock);
     if (_IO_list_unlock)
@@ -146,9 +149,10 @@ static void tide_postfork_child(void)
      * and the purger thread did not come along. */
     region.inherited = true;
     os_postfork_child();
-    purge_postfork_child(locked);
+    background_postfork_child(locked);
     if (!locked)
         return;
+    purge_postfork_child();
     lock_init(&pageheap.lock);
     arenas_reinit_locks();
     transfer_reinit_locks();

@@ -1,11 +1,11 @@
-/* purge.h - when free pages go back to the kernel.
+/* purge.h - the purge engine: dirty runs go back to the kernel.
  *
  * A dirty run is purged once it has stayed free for decay_ms (at once with 0, never
  * with -1), by the policy in force: MADV_DONTNEED (its pages become clean: zero on the
  * next touch), MADV_FREE (lazy: the kernel takes them only under memory pressure) or
  * none.  Runs are collected under the page-heap lock, purged outside it, many in one
- * process_madvise call, and put back as clean or lazy.  A background thread does the
- * same for a process that has stopped calling the allocator. */
+ * process_madvise call, and put back as clean or lazy.  When the engine runs is the
+ * caller's business (background.h). */
 #ifndef TIDE_PURGE_H
 #define TIDE_PURGE_H
 
@@ -13,24 +13,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-void purge_init(void);
-/* A free has just made pages dirty (no lock held). */
-void purge_after_free(void);
-/* A large block was allocated or freed (no lock held): when no purger thread runs, do
- * what it would have done by now (drain idle transfer caches, purge what has decayed),
- * so that a single-threaded program gives memory back from its own calls. */
-void purge_tick(void);
+/* Purge the dirty runs freed at or before OLDER_THAN (ns, os_now_ns) by POLICY.  WAIT:
+ * wait for a pass in progress; else give up to it (under decay_ms 0 leaving it a mark to
+ * run one more pass).  WHOLE: whole runs even with huge pages (an explicit full purge).
+ * Returns bytes purged. */
+size_t purge_pass(uint64_t older_than, long policy, bool wait, bool whole);
 /* Purge every dirty page now (tide_purge, malloc_trim).  Returns bytes purged. */
 size_t purge_all(void);
+/* When the oldest dirty run comes due (ns), or 0 when nothing is dirty as far as the
+ * engine knows; set by each pass, and by the first free after one (purge_set_due). */
+uint64_t purge_next_due(void);
+void purge_set_due(uint64_t ns);
 
 void purge_prefork(void);
 void purge_postfork_parent(void);
-/* LOCKED: the prepare handler took the purge locks (see tide_prefork). */
-void purge_postfork_child(bool locked);
+void purge_postfork_child(void);
 
 typedef struct purge_stats_s {
     uint64_t passes, purged_bytes;
-    int background_running;
 } purge_stats_t;
 void purge_stats(purge_stats_t *out);
 

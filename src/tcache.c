@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "background.h"
 #include "conf.h"
 #include "extent.h"
 #include "os.h"
@@ -48,16 +49,20 @@ static void *alloc_direct(unsigned cls)
 
 static void free_direct(void *p, unsigned cls)
 {
-    if (cls < SC_NSMALL)
-        arena_flush(&p, 1, cls, "free");
-    else
-        extent_free(extent_of_block((uintptr_t)p), &tcache_hint);
+    if (cls < SC_NSMALL) {
+        if (arena_return(&p, 1, cls, "free"))
+            background_after_free();
+        return;
+    }
+    extent_free(extent_of_block((uintptr_t)p), &tcache_hint);
+    background_after_free();
 }
 
 /* ---- flushing --------------------------------------------------------------------- */
 
 /* Keep the KEEP most recently freed objects of CLS, give the rest back: as one batch to
- * the transfer cache when it has room, else to their slabs. */
+ * the transfer cache when it has room, else to their slabs (a large class: to the page
+ * heap).  Pages that become dirty are reported to the purge policy. */
 static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
 {
     unsigned count = (unsigned)(tc->cap[cls] - tc->avail[cls]);
@@ -78,8 +83,8 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
          * thread allocated, so that is where the list is wanted. */
         const range_t *r = region_range_of((uintptr_t)rest);
         extent_t *slab = pm_desc(pm_read(r, (uintptr_t)rest));
-        if (!transfer_push(slab->arena, cls, rest, count - keep))
-            arena_flush_list(rest, cls, "free");
+        if (!transfer_push(slab->arena, cls, rest, count - keep) && arena_return_list(rest, cls, "free"))
+            background_after_free();
         return;
     }
     extent_t *batch[64];
@@ -89,11 +94,15 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
         batch[n++] = extent_of_block((uintptr_t)p);
         if (n == ARRAY_SIZE(batch)) {
             extent_free_many(batch, n, &tcache_hint);
+            background_after_free();
             n = 0;
         }
         p = next;
     }
-    extent_free_many(batch, n, &tcache_hint);
+    if (n) {
+        extent_free_many(batch, n, &tcache_hint);
+        background_after_free();
+    }
 }
 
 static void tcache_flush_all(tcache_t *tc)

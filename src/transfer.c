@@ -119,7 +119,8 @@ unsigned transfer_pop(unsigned arena, unsigned cls, void **head)
 
 /* Give back to their slabs the lists of every class of every arena; with IDLE_ONLY,
  * only of the classes nobody took a list from since the last such call.  The lists are
- * flushed with no transfer lock held (a flush may free a slab and purge). */
+ * returned with no transfer lock held.  The slabs they empty are left dirty: the callers
+ * purge next (the purger thread, malloc_trim). */
 static void drain(bool idle_only)
 {
     unsigned na = ATOMIC_LOAD_ACQ(&ntransfers);
@@ -138,7 +139,7 @@ static void drain(bool idle_only)
                 lock_release(&t->lock);
                 if (!n)
                     break;
-                arena_flush_list(head, c, "free");
+                arena_return_list(head, c, "free");
             }
         }
 }

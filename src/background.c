@@ -1,0 +1,191 @@
+/* background.c - when the purge engine runs: at frees, at large allocations of a process
+ * with no purger thread, and in the purger thread that gives an idle process's memory back.
+ *
+ * The thread starts lazily, at a free that leaves dirty pages, and only once the program
+ * has a second thread of its own under background:auto (the default; see bg_wanted); it
+ * sleeps until the oldest dirty run is due, drains the transfer caches nobody took from,
+ * then purges. */
+#include "background.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/single_threaded.h>
+#include <time.h>
+
+#include "conf.h"
+#include "extent.h"
+#include "lock.h"
+#include "os.h"
+#include "purge.h"
+#include "transfer.h"
+
+static pthread_mutex_t bg_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bg_cond;
+static int bg_state;  /* 0 not started, 1 starting/running (atomic) */
+static int bg_asleep; /* sleeping with nothing dirty: wake it on the next free (atomic) */
+
+static void *bg_main(void *arg)
+{
+    (void)arg;
+    /* Named by itself (a prctl): naming another thread writes to /proc/self/task/TID/comm. */
+    pthread_setname_np(pthread_self(), "tide-purge");
+    pthread_mutex_lock(&bg_mutex);
+    for (;;) {
+        long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
+        if (ATOMIC_LOAD(&conf.background) == BACKGROUND_OFF || policy == PURGE_NONE || decay < 0) {
+            ATOMIC_STORE(&bg_asleep, 1);
+            pthread_cond_wait(&bg_cond, &bg_mutex);
+            continue;
+        }
+        uint64_t now = os_now_ns();
+        uint64_t due = purge_next_due();
+        if (due <= now) {
+            pthread_mutex_unlock(&bg_mutex);
+            transfer_drain_idle();
+            purge_pass(now - MIN(now, (uint64_t)decay * 1000000u), policy, true, false);
+            pthread_mutex_lock(&bg_mutex);
+            if (decay == 0 && ATOMIC_LOAD(&conf.decay_ms) == 0) {
+                /* Every free purges at once, so nothing comes due with time: sleep until
+                 * a free with decay_ms > 0 wakes us.  (purge_next_ns stays 0 with
+                 * decay 0: looping here held purge_lock most of the time, and the frees
+                 * that found it taken left their pages dirty.) */
+                ATOMIC_STORE(&bg_asleep, 1);
+                pthread_cond_wait(&bg_cond, &bg_mutex);
+            }
+            continue;
+        }
+        lock_acquire(&pageheap.lock);
+        bool any_dirty = extent_oldest_dirty() != 0;
+        lock_release(&pageheap.lock);
+        if (!any_dirty) {
+            ATOMIC_STORE(&bg_asleep, 1);
+            pthread_cond_wait(&bg_cond, &bg_mutex);
+            continue;
+        }
+        struct timespec ts = { (time_t)(due / 1000000000u), (long)(due % 1000000000u) };
+        pthread_cond_timedwait(&bg_cond, &bg_mutex, &ts);
+    }
+    return NULL;
+}
+
+static void bg_start(void)
+{
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&bg_state, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    /* Block every signal in the purger: signals meant for the program must not land here. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    /* This runs inside a free(), which must leave errno alone: a failed stack mmap in
+     * pthread_create sets it. */
+    int saved_errno = errno;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    if (pthread_create(&t, &attr, bg_main, NULL) != 0)
+        ATOMIC_STORE(&bg_state, 0);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved_errno;
+}
+
+static void bg_wake(void)
+{
+    if (__atomic_exchange_n(&bg_asleep, 0, __ATOMIC_ACQ_REL)) {
+        /* Counted as one of tide's locks (see lock.h): a fork from a signal handler that
+         * interrupts this must not wait for the mutex. */
+        tide_locks_held++;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        pthread_mutex_lock(&bg_mutex);
+        pthread_cond_signal(&bg_cond);
+        pthread_mutex_unlock(&bg_mutex);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        tide_locks_held--;
+    }
+}
+
+void background_init(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&bg_cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/* Whether the purger thread may run: background:on, or auto once the program has a
+ * second thread of its own.  A single-threaded program gets no thread (it would make the
+ * process multithreaded: unshare(CLONE_NEWUSER) fails, glibc's single-threaded paths
+ * turn off, and its stack costs VMAs); it purges from its own calls instead.  glibc's
+ * flag is what glibc itself trusts: it turns false when a thread is created, for good. */
+static bool bg_wanted(void)
+{
+    long mode = ATOMIC_LOAD(&conf.background);
+    return mode == BACKGROUND_ON || (mode == BACKGROUND_AUTO && !__libc_single_threaded);
+}
+
+void background_after_free(void)
+{
+    long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
+    if (policy == PURGE_NONE || decay < 0)
+        return;
+    uint64_t now = os_now_ns();
+    if (decay == 0) {
+        /* At once: here, or by the pass in progress right after it (see purge_again). */
+        purge_pass(now, policy, false, false);
+        return;
+    }
+    if (bg_wanted()) {
+        if (!ATOMIC_LOAD(&bg_state))
+            bg_start();
+        else
+            bg_wake();
+    }
+    uint64_t due = purge_next_due();
+    if (due == 0) {
+        /* Nothing was dirty: the run just freed is due one decay from now. */
+        purge_set_due(now + (uint64_t)decay * 1000000u);
+        return;
+    }
+    if (now >= due)
+        purge_pass(now - (uint64_t)decay * 1000000u, policy, false, false);
+}
+
+void background_tick(void)
+{
+    /* Free when nothing is dirty: no clock read. */
+    uint64_t due = purge_next_due();
+    if (due == 0 || ATOMIC_LOAD(&bg_state))
+        return;
+    long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
+    if (policy == PURGE_NONE || decay <= 0)
+        return;
+    uint64_t now = os_now_ns();
+    if (now < due)
+        return;
+    /* What the purger thread would do: the lists idling in transfer caches first. */
+    transfer_drain_idle();
+    purge_pass(now - (uint64_t)decay * 1000000u, policy, false, false);
+}
+
+void background_prefork(void) { pthread_mutex_lock(&bg_mutex); }
+
+void background_postfork_parent(void) { pthread_mutex_unlock(&bg_mutex); }
+
+void background_postfork_child(bool locked)
+{
+    /* The purger thread did not survive the fork: the next free starts another. */
+    ATOMIC_STORE(&bg_state, 0);
+    ATOMIC_STORE(&bg_asleep, 0);
+    if (!locked)
+        return;
+    pthread_mutex_init(&bg_mutex, NULL);
+    background_init();
+}
+
+bool background_running(void) { return ATOMIC_LOAD(&bg_state) != 0; }
+

@@ -1,0 +1,28 @@
+/* background.h - when the purge engine runs: at the frees that make pages dirty, at large
+ * mallocs and frees when no purger thread runs, and in the purger thread.
+ *
+ * background:on starts the thread at the first free that leaves dirty pages, auto (the
+ * default) only once the program has a second thread of its own, off never.  Without
+ * the thread a process gives decayed pages back at its own next calls, not while idle. */
+#ifndef TIDE_BACKGROUND_H
+#define TIDE_BACKGROUND_H
+
+#include <stdbool.h>
+
+void background_init(void);
+/* A free has just made pages dirty (no lock held): purge at once under decay_ms 0, start
+ * or wake the purger thread, purge what has come due. */
+void background_after_free(void);
+/* A large block was allocated or freed (no lock held): when no purger thread runs, do
+ * what it would have done by now (drain idle transfer caches, purge what has decayed),
+ * so that a single-threaded program gives memory back from its own calls. */
+void background_tick(void);
+/* Whether the purger thread runs. */
+bool background_running(void);
+
+void background_prefork(void);
+void background_postfork_parent(void);
+/* LOCKED: the prepare handler took the locks (see tide_prefork). */
+void background_postfork_child(bool locked);
+
+#endif
