@@ -6,7 +6,6 @@
 #include "pagemap.h"
 #include "report.h"
 #include "size_class.h"
-#include "transfer.h"
 
 arena_t **arenas;
 unsigned narenas;
@@ -35,22 +34,6 @@ int arenas_init(unsigned n)
     return 0;
 }
 
-unsigned arena_choose(void)
-{
-    unsigned best = 0, best_n = ~0u;
-    for (unsigned i = 0; i < narenas; i++) {
-        unsigned t = ATOMIC_LOAD(&arenas[i]->nthreads);
-        if (t < best_n) {
-            best = i;
-            best_n = t;
-        }
-    }
-    ATOMIC_ADD(&arenas[best]->nthreads, 1);
-    transfer_arena_ready(best);
-    return best;
-}
-
-void arena_release(unsigned ind) { ATOMIC_SUB(&arenas[ind]->nthreads, 1); }
 
 unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
 {

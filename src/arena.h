@@ -21,7 +21,7 @@ typedef struct bin_s {
 
 typedef struct arena_s {
     unsigned ind;
-    unsigned nthreads; /* threads attached (atomic) */
+    unsigned nthreads; /* threads placed on it (atomic; the thread layer counts them) */
     bin_t bins[SC_NSMALL];
 } arena_t;
 
@@ -29,9 +29,6 @@ extern arena_t **arenas;
 extern unsigned narenas;
 
 int arenas_init(unsigned n);
-/* The arena with the fewest threads; the caller is counted in it. */
-unsigned arena_choose(void);
-void arena_release(unsigned ind);
 
 /* Take up to N regions of class CLS from ARENA, linked through their first word, lowest
  * address first.  Returns how many; *HEAD gets the list. */

@@ -26,10 +26,27 @@ static __thread extent_hint_t tcache_hint __attribute__((tls_model("initial-exec
 static __thread uint16_t tcache_direct_arena __attribute__((tls_model("initial-exec")));
 static __thread uint8_t tcache_has_arena __attribute__((tls_model("initial-exec")));
 
+/* Place the calling thread on the arena with the fewest threads, and make the arena's
+ * transfer caches usable. */
+static unsigned choose_arena(void)
+{
+    unsigned best = 0, best_n = ~0u;
+    for (unsigned i = 0; i < narenas; i++) {
+        unsigned t = ATOMIC_LOAD(&arenas[i]->nthreads);
+        if (t < best_n) {
+            best = i;
+            best_n = t;
+        }
+    }
+    ATOMIC_ADD(&arenas[best]->nthreads, 1);
+    transfer_arena_ready(best);
+    return best;
+}
+
 static unsigned thread_arena(void)
 {
     if (!tcache_has_arena) {
-        tcache_direct_arena = (uint16_t)arena_choose();
+        tcache_direct_arena = (uint16_t)choose_arena();
         tcache_has_arena = 1;
     }
     return tcache_direct_arena;
@@ -123,7 +140,7 @@ static void tcache_thread_exit(void *arg)
     /* Later calls of this thread (other TLS destructors) go straight to the arena. */
     tc->state = TCACHE_DISABLED;
     memset(tc->avail, 0, sizeof tc->avail);
-    arena_release(tc->arena);
+    ATOMIC_SUB(&arenas[tc->arena]->nthreads, 1);
     tcache_has_arena = 0;
     ATOMIC_SUB(&tcache_nthreads, 1);
 }

@@ -1,4 +1,4 @@
-/* tcache.h - per-thread caches: the fast path.
+/* tcache.h - per-thread caches (the fast path), and each thread's place on an arena.
  *
  * Each thread keeps, per size class, a singly linked list of free objects threaded
  * through their first word, and a count of the room left.  malloc pops and free
@@ -8,7 +8,8 @@
  * most recent objects and hands the rest to a transfer cache in one piece (a large
  * class: to the page heap in one lock round).  A freed object's second
  * word holds a per-process key, so that a double free is noticed at once in the
- * common case (as glibc's tcache does). */
+ * common case (as glibc's tcache does).  A thread is placed on the arena with the fewest
+ * threads when it first allocates, and leaves it when it exits. */
 #ifndef TIDE_TCACHE_H
 #define TIDE_TCACHE_H
 
