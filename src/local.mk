@@ -40,3 +40,14 @@ CLEANFILES += src/tide
 EXTRA_DIST += src/tide.in
 src/tide: $(top_srcdir)/src/tide.in Makefile
 	$(AM_V_GEN)sed -e 's|@libdir[@]|$(libdir)|g' $(top_srcdir)/src/tide.in > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
+# libtide.a holds one object whose internal names are local, so that a program linked
+# statically sees only tide's API and the malloc family (tools/link_localized.sh).  It is
+# the link command of libtide.la itself, so every relink and `make install` get the
+# processed archive.
+src_libtide_la_LINK = LD='$(LD)' OBJCOPY='$(OBJCOPY)' AR='$(AR)' RANLIB='$(RANLIB)' \
+	$(SHELL) $(top_srcdir)/tools/link_localized.sh \
+	$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) --mode=link $(CCLD) \
+	$(src_libtide_la_CFLAGS) $(CFLAGS) $(src_libtide_la_LDFLAGS) $(LDFLAGS) -o $@
+EXTRA_src_libtide_la_DEPENDENCIES = $(top_srcdir)/tools/link_localized.sh
+EXTRA_DIST += tools/link_localized.sh
