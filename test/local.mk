@@ -4,6 +4,7 @@ include test/reliability.mk
 include test/purge.mk
 include test/remap.mk
 include test/init.mk
+include test/static.mk
 
 # ---- tide's core suites --------------------------------------------------------------
 # Every suite links with src/libtide.la first, so the whole test process, Criterion's
