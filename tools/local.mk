@@ -4,3 +4,16 @@
 TESTS += tools/check_exports.py
 EXTRA_DIST += tools/check_exports.py
 AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM;
+
+# src/ files include and call only files of their row of docs/architecture.md's layer
+# table or below (`make check-layers`; tools/check_layers.py says how).  It reads the
+# objects automake lists for libtide, so renamed or removed sources leave no stale object
+# in the check.
+EXTRA_DIST += tools/check_layers.py
+tide_layer_env = TIDE_LAYER_OBJECTS='$(src_libtide_la_OBJECTS)' \
+	TIDE_LAYER_GENERATED='$(filter src/%,$(BUILT_SOURCES) $(nodist_src_libtide_la_SOURCES))' \
+	NM='$(NM)' READELF='$(READELF)'
+AM_TESTS_ENVIRONMENT += $(tide_layer_env); export TIDE_LAYER_OBJECTS TIDE_LAYER_GENERATED READELF;
+.PHONY: check-layers
+check-layers: src/libtide.la
+	$(AM_V_at)$(tide_layer_env) srcdir='$(srcdir)' $(srcdir)/tools/check_layers.py
