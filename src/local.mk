@@ -17,7 +17,9 @@ src_libtide_la_SOURCES = \
 	src/stats.h src/stats.c \
 	src/report.h src/report.c \
 	src/check.h src/check.c \
-	src/malloc.c
+	src/init.h src/init.c \
+	src/malloc.c \
+	src/control.c
 nodist_src_libtide_la_SOURCES = src/size_class_table.h
 src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS)
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec \

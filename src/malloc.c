@@ -1,4 +1,4 @@
-/* malloc.c - the public interface: malloc and friends, start-up, fork.
+/* malloc.c - the malloc family, under its glibc names and its tide_ twins.
  *
  * The fast paths are here, inline: a small malloc is a table lookup and a pop from the
  * thread's cache; a free is a page-map read (arithmetic on the range) and a push.
@@ -6,159 +6,19 @@
  * glibc name and, as an alias, under its tide_ name. */
 #include <errno.h>
 #include <malloc.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/single_threaded.h>
 
 #include "tide.h"
 
-#include "arena.h"
-#include "background.h"
-#include "check.h"
-#include "conf.h"
 #include "extent.h"
-#include "os.h"
-#include "pagemap.h"
-#include "purge.h"
-#include "region.h"
+#include "init.h"
 #include "large.h"
+#include "pagemap.h"
+#include "region.h"
 #include "report.h"
 #include "size_class.h"
 #include "stats.h"
 #include "tcache.h"
-#include "transfer.h"
-
-/* ---- start-up ------------------------------------------------------------------------ */
-
-static int tide_ready; /* atomic: the heap exists */
-static lock_t tide_init_lock = LOCK_INITIALIZER;
-/* This thread is building the heap: a call that comes back into tide meanwhile (from
- * a sanitizer's report, say) must fail rather than wait for itself. */
-static __thread bool tide_booting __attribute__((tls_model("initial-exec")));
-
-static void tide_prefork(void);
-static void tide_postfork_parent(void);
-static void tide_postfork_child(void);
-
-static TIDE_NOINLINE bool tide_boot(void)
-{
-    if (tide_booting)
-        return false;
-    tide_booting = true;
-    lock_acquire(&tide_init_lock);
-    if (ATOMIC_LOAD(&tide_ready)) {
-        lock_release(&tide_init_lock);
-        tide_booting = false;
-        return true;
-    }
-    /* Nothing here may call malloc: the heap does not exist yet. */
-    conf_init();
-    os_init();
-    unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
-    if (region_init(conf.thp != 0) != 0 || extent_init() != 0 || arenas_init(n) != 0 ||
-        transfer_init(n) != 0) {
-        lock_release(&tide_init_lock);
-        tide_booting = false;
-        return false;
-    }
-    background_init();
-    ATOMIC_STORE_REL(&tide_ready, 1);
-    lock_release(&tide_init_lock);
-    tide_booting = false;
-    /* These may allocate: the heap is ready for them. */
-    tcache_boot();
-    pthread_atfork(tide_prefork, tide_postfork_parent, tide_postfork_child);
-    return true;
-}
-
-static inline bool tide_ensure(void) { return likely(ATOMIC_LOAD_ACQ(&tide_ready)) || tide_boot(); }
-
-__attribute__((constructor)) static void tide_constructor(void) { tide_ensure(); }
-
-__attribute__((destructor)) static void tide_destructor(void)
-{
-    if (ATOMIC_LOAD(&tide_ready) && ATOMIC_LOAD(&conf.stats))
-        stats_print(0);
-}
-
-/* fork.
- *
- * In a multithreaded process the prepare handler takes every lock, in a fixed order, so
- * that the child finds the heap consistent and its locks free and can allocate at once.
- * glibc's fork takes its stdio list lock after the prepare handlers and before its own
- * malloc's locks, since a thread holding it may be about to allocate (getdelim does, and
- * fflush(NULL) holds it while it waits for a FILE whose holder is inside realloc): tide
- * takes that lock first, as glibc's own malloc in effect does, so the fork waits for
- * such a thread instead of deadlocking with it.  (It is recursive: glibc takes it again,
- * unlocks it once in the parent and resets it in the child before the child handlers.)
- *
- * Nothing is taken when the process is single-threaded (glibc's own test: then no other
- * thread can hold a lock, and fork may be called from a signal handler that interrupted
- * tide), nor when the forking thread holds one of tide's locks itself, which only a fork
- * from a signal handler can do.  The child of such a fork may only call
- * async-signal-safe functions, as POSIX says, so it does not need a consistent heap.
- * Forks nest (a handler may fork inside a fork handler), so whether each level locked is
- * kept on a per-thread stack of bits. */
-extern void _IO_list_lock(void) __attribute__((weak));
-extern void _IO_list_unlock(void) __attribute__((weak));
-
-static __thread uint64_t tide_fork_locked __attribute__((tls_model("initial-exec")));
-
-static void tide_prefork(void)
-{
-    bool lock = !__libc_single_threaded && tide_locks_held == 0 && !tide_booting;
-    tide_fork_locked = tide_fork_locked << 1 | lock;
-    if (!lock)
-        return;
-    if (_IO_list_lock)
-        _IO_list_lock();
-    lock_acquire(&tide_init_lock);
-    purge_prefork();
-    background_prefork();
-    transfer_lock_all();
-    arenas_lock_all();
-    lock_acquire(&pageheap.lock);
-}
-
-static bool tide_fork_pop(void)
-{
-    bool locked = tide_fork_locked & 1;
-    tide_fork_locked >>= 1;
-    return locked;
-}
-
-static void tide_postfork_parent(void)
-{
-    if (!tide_fork_pop())
-        return;
-    lock_release(&pageheap.lock);
-    arenas_unlock_all();
-    transfer_unlock_all();
-    background_postfork_parent();
-    purge_postfork_parent();
-    lock_release(&tide_init_lock);
-    if (_IO_list_unlock)
-        _IO_list_unlock();
-}
-
-static void tide_postfork_child(void)
-{
-    bool locked = tide_fork_pop();
-    /* Whatever the fork: the ranges' VMAs are inherited, tide's pidfd names the parent,
-     * and the purger thread did not come along. */
-    region.inherited = true;
-    os_postfork_child();
-    background_postfork_child(locked);
-    if (!locked)
-        return;
-    purge_postfork_child();
-    lock_init(&pageheap.lock);
-    arenas_reinit_locks();
-    transfer_reinit_locks();
-    lock_init(&tide_init_lock);
-    tide_locks_held = 0; /* the ones taken by the prepare handler are free now */
-}
 
 /* ---- blocks: what a pointer is ---------------------------------------------------- */
 
@@ -210,7 +70,7 @@ static void block_free(void *p, const block_t *b)
 static TIDE_NOINLINE void *malloc_slow(size_t size)
 {
     void *p = NULL;
-    if (likely(tide_ensure())) {
+    if (likely(init_ensure())) {
         if (size <= SC_CACHED_MAX)
             p = tcache_alloc_slow(sc_class_of(size));
         else
@@ -287,7 +147,7 @@ TIDE_EXPORT void *tide_calloc(size_t nmemb, size_t size)
             memset(p, 0, total);
         return p;
     }
-    void *p = tide_ensure() ? large_alloc(total, PAGE, true) : NULL;
+    void *p = init_ensure() ? large_alloc(total, PAGE, true) : NULL;
     if (!p)
         errno = ENOMEM;
     return p;
@@ -317,7 +177,7 @@ static void *aligned_alloc_impl(size_t align, size_t size)
     if (align <= QUANTUM)
         return tide_malloc(size);
     void *p = NULL;
-    if (tide_ensure()) {
+    if (init_ensure()) {
         unsigned cls;
         size_t usable = aligned_usable(align, size, &cls);
         if (usable && cls != EXTENT_NO_CLASS)
@@ -466,27 +326,14 @@ TIDE_EXPORT void tide_free_aligned_sized(void *p, size_t align, size_t size)
 TIDE_EXPORT int tide_malloc_trim(size_t pad)
 {
     (void)pad;
-    if (!tide_ensure())
-        return 0;
-    tcache_flush_self();
-    transfer_drain();
-    return purge_all() > 0;
-}
-
-TIDE_EXPORT size_t tide_purge(void)
-{
-    if (!tide_ensure())
-        return 0;
-    tcache_flush_self();
-    transfer_drain();
-    return purge_all();
+    return init_ensure() && tcache_trim() > 0;
 }
 
 TIDE_EXPORT struct mallinfo2 tide_mallinfo2(void)
 {
     struct mallinfo2 mi;
     memset(&mi, 0, sizeof mi);
-    if (!tide_ensure())
+    if (!init_ensure())
         return mi;
     tide_stats_t s;
     stats_collect(&s, false);
@@ -500,7 +347,7 @@ TIDE_EXPORT struct mallinfo2 tide_mallinfo2(void)
 
 TIDE_EXPORT void tide_malloc_stats(void)
 {
-    if (tide_ensure())
+    if (init_ensure())
         stats_print(0);
 }
 
@@ -540,80 +387,3 @@ TIDE_EXPORT struct mallinfo mallinfo(void)
     return m;
 }
 
-/* ---- tide's own controls ---------------------------------------------------------------- */
-
-TIDE_EXPORT int tide_conf_set(const char *key, const char *value)
-{
-    if (!key || !value) {
-        errno = EINVAL;
-        return -1;
-    }
-    tide_ensure();
-    int err = conf_set(key, strlen(key), value, strlen(value), false);
-    if (err) {
-        errno = err;
-        return -1;
-    }
-    if (strcmp(key, "thp") == 0)
-        region_set_thp(conf.thp != 0);
-    return 0;
-}
-
-TIDE_EXPORT int tide_conf_get(const char *key, char *buf, size_t len)
-{
-    int err = key && buf ? conf_get(key, buf, len) : EINVAL;
-    if (err) {
-        errno = err;
-        return -1;
-    }
-    return 0;
-}
-
-TIDE_EXPORT int tide_stats_get(tide_stats_t *out, size_t stats_size)
-{
-    if (!out) {
-        errno = EINVAL;
-        return -1;
-    }
-    tide_stats_t s;
-    memset(&s, 0, sizeof s);
-    if (tide_ensure())
-        stats_collect(&s, true);
-    memcpy(out, &s, MIN(stats_size, sizeof s));
-    return 0;
-}
-
-TIDE_EXPORT void tide_stats_print(int json)
-{
-    if (tide_ensure())
-        stats_print(json);
-}
-
-TIDE_EXPORT size_t tide_ranges(uintptr_t (*out)[2], size_t max)
-{
-    if (!tide_ensure())
-        return 0;
-    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
-    for (unsigned i = 0; i < n && i < max; i++) {
-        out[i][0] = region.ranges[i].pm_lo;
-        out[i][1] = ATOMIC_LOAD(&region.ranges[i].end);
-    }
-    return n;
-}
-
-TIDE_EXPORT int tide_check(void) { return tide_ensure() ? heap_check() : 0; }
-
-TIDE_EXPORT int tide_fault_inject(int op, long skip, long count)
-{
-#ifdef TIDE_FAULT_INJECTION
-    if (op >= 0 && op < OS_OP_COUNT) {
-        os_fault_set((os_op_t)op, skip, count);
-        return 0;
-    }
-    errno = EINVAL;
-#else
-    (void)op, (void)skip, (void)count;
-    errno = ENOSYS;
-#endif
-    return -1;
-}

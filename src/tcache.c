@@ -10,6 +10,7 @@
 #include "extent.h"
 #include "os.h"
 #include "pagemap.h"
+#include "purge.h"
 #include "report.h"
 #include "size_class.h"
 #include "transfer.h"
@@ -248,6 +249,13 @@ void tcache_flush_self(void)
     tcache_t *tc = &tcache_tls;
     if (tc->state == TCACHE_ACTIVE)
         tcache_flush_all(tc);
+}
+
+size_t tcache_trim(void)
+{
+    tcache_flush_self();
+    transfer_drain();
+    return purge_all();
 }
 
 extent_hint_t *tcache_large_hint(void) { return &tcache_hint; }

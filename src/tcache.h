@@ -13,6 +13,7 @@
 #ifndef TIDE_TCACHE_H
 #define TIDE_TCACHE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "extent.h"
@@ -43,8 +44,11 @@ void tcache_free_slow(void *p, unsigned cls);
 /* Abort with FUNC's name when P (of class CLS, its second word holding the key) is in the
  * calling thread's cache or free in its slab: a double free or a use after free. */
 void tcache_check_not_freed(void *p, unsigned cls, const char *func);
-/* Empty the calling thread's cache (tide_purge, malloc_trim). */
+/* Empty the calling thread's cache. */
 void tcache_flush_self(void);
+/* Empty it and every transfer cache, then purge every dirty page (malloc_trim,
+ * tide_purge): bytes purged. */
+size_t tcache_trim(void);
 /* Set up once per process: the thread-exit hook. */
 void tcache_boot(void);
 

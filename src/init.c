@@ -1,0 +1,146 @@
+/* init.c - start-up and fork: the heap is built on the first call (or by the constructor),
+ * and fork() takes tide's locks so that the child can allocate at once. */
+#include "init.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/single_threaded.h>
+
+#include "arena.h"
+#include "background.h"
+#include "conf.h"
+#include "extent.h"
+#include "lock.h"
+#include "os.h"
+#include "purge.h"
+#include "region.h"
+#include "stats.h"
+#include "tcache.h"
+#include "transfer.h"
+
+int init_ready; /* atomic: the heap exists */
+static lock_t tide_init_lock = LOCK_INITIALIZER;
+/* This thread is building the heap: a call that comes back into tide meanwhile (from
+ * a sanitizer's report, say) must fail rather than wait for itself. */
+static __thread bool tide_booting __attribute__((tls_model("initial-exec")));
+
+static void tide_prefork(void);
+static void tide_postfork_parent(void);
+static void tide_postfork_child(void);
+
+TIDE_NOINLINE bool init_boot(void)
+{
+    if (tide_booting)
+        return false;
+    tide_booting = true;
+    lock_acquire(&tide_init_lock);
+    if (ATOMIC_LOAD(&init_ready)) {
+        lock_release(&tide_init_lock);
+        tide_booting = false;
+        return true;
+    }
+    /* Nothing here may call malloc: the heap does not exist yet. */
+    conf_init();
+    os_init();
+    unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
+    if (region_init(conf.thp != 0) != 0 || extent_init() != 0 || arenas_init(n) != 0 ||
+        transfer_init(n) != 0) {
+        lock_release(&tide_init_lock);
+        tide_booting = false;
+        return false;
+    }
+    background_init();
+    ATOMIC_STORE_REL(&init_ready, 1);
+    lock_release(&tide_init_lock);
+    tide_booting = false;
+    /* These may allocate: the heap is ready for them. */
+    tcache_boot();
+    pthread_atfork(tide_prefork, tide_postfork_parent, tide_postfork_child);
+    return true;
+}
+
+__attribute__((constructor)) static void tide_constructor(void) { init_ensure(); }
+
+__attribute__((destructor)) static void tide_destructor(void)
+{
+    if (ATOMIC_LOAD(&init_ready) && ATOMIC_LOAD(&conf.stats))
+        stats_print(0);
+}
+
+/* fork.
+ *
+ * In a multithreaded process the prepare handler takes every lock, in a fixed order, so
+ * that the child finds the heap consistent and its locks free and can allocate at once.
+ * glibc's fork takes its stdio list lock after the prepare handlers and before its own
+ * malloc's locks, since a thread holding it may be about to allocate (getdelim does, and
+ * fflush(NULL) holds it while it waits for a FILE whose holder is inside realloc): tide
+ * takes that lock first, as glibc's own malloc in effect does, so the fork waits for
+ * such a thread instead of deadlocking with it.  (It is recursive: glibc takes it again,
+ * unlocks it once in the parent and resets it in the child before the child handlers.)
+ *
+ * Nothing is taken when the process is single-threaded (glibc's own test: then no other
+ * thread can hold a lock, and fork may be called from a signal handler that interrupted
+ * tide), nor when the forking thread holds one of tide's locks itself, which only a fork
+ * from a signal handler can do.  The child of such a fork may only call
+ * async-signal-safe functions, as POSIX says, so it does not need a consistent heap.
+ * Forks nest (a handler may fork inside a fork handler), so whether each level locked is
+ * kept on a per-thread stack of bits. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+
+static __thread uint64_t tide_fork_locked __attribute__((tls_model("initial-exec")));
+
+static void tide_prefork(void)
+{
+    bool lock = !__libc_single_threaded && tide_locks_held == 0 && !tide_booting;
+    tide_fork_locked = tide_fork_locked << 1 | lock;
+    if (!lock)
+        return;
+    if (_IO_list_lock)
+        _IO_list_lock();
+    lock_acquire(&tide_init_lock);
+    purge_prefork();
+    background_prefork();
+    transfer_lock_all();
+    arenas_lock_all();
+    lock_acquire(&pageheap.lock);
+}
+
+static bool tide_fork_pop(void)
+{
+    bool locked = tide_fork_locked & 1;
+    tide_fork_locked >>= 1;
+    return locked;
+}
+
+static void tide_postfork_parent(void)
+{
+    if (!tide_fork_pop())
+        return;
+    lock_release(&pageheap.lock);
+    arenas_unlock_all();
+    transfer_unlock_all();
+    background_postfork_parent();
+    purge_postfork_parent();
+    lock_release(&tide_init_lock);
+    if (_IO_list_unlock)
+        _IO_list_unlock();
+}
+
+static void tide_postfork_child(void)
+{
+    bool locked = tide_fork_pop();
+    /* Whatever the fork: the ranges' VMAs are inherited, tide's pidfd names the parent,
+     * and the purger thread did not come along. */
+    region.inherited = true;
+    os_postfork_child();
+    background_postfork_child(locked);
+    if (!locked)
+        return;
+    purge_postfork_child();
+    lock_init(&pageheap.lock);
+    arenas_reinit_locks();
+    transfer_reinit_locks();
+    lock_init(&tide_init_lock);
+    tide_locks_held = 0; /* the ones taken by the prepare handler are free now */
+}
