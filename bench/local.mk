@@ -64,4 +64,11 @@ bench: src/libtide.la $(bench_programs)
 	  $(if $(MAX_LOAD),--max-load="$(MAX_LOAD)") \
 	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)")
 
-EXTRA_DIST += bench/run.py bench/background.py bench/tide-confs bench/README.md bench/results/.gitignore
+# run.py is the entry point; the package tidebench/ does the work (python3, standard library).
+bench_tidebench = bench/tidebench/__init__.py bench/tidebench/runner.py \
+	bench/tidebench/ebizzy.py bench/tidebench/purge.py bench/tidebench/micro.py \
+	bench/tidebench/realloc.py bench/tidebench/idle.py bench/tidebench/allocators.py \
+	bench/tidebench/cli.py bench/tidebench/plan.py bench/tidebench/report.py \
+	bench/tidebench/verdicts.py
+EXTRA_DIST += bench/run.py $(bench_tidebench) bench/background.py bench/tide-confs \
+	bench/README.md bench/results/.gitignore
