@@ -31,8 +31,7 @@ def main():
     res = work.run(runner, os.path.join(args.builddir, "bench"))
 
     written = report.write_files(args, res)
-    targets = verdicts.compute_targets(res.ebizzy_rows, res.micro_rows, res.fast_rows,
-                                       res.realloc_rows, res.floor_rows)
+    targets = verdicts.evaluate(res.medians())
     if runner.retries:
         notes.append(f"{runner.retries} run(s) were retried because other processes used more "
                      f"than {args.max_load:.0%} of the CPUs")

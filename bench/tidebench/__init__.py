@@ -13,5 +13,6 @@ Each module imports only modules listed above it:
     cli         the command line
     plan        which parts and variants a run's options select, run in a fixed order
     report      CSV files, the markdown tables of latest.md, ebizzy.png
-    verdicts    the targets and their verdicts from a run's medians
+    targets     the targets of `make bench` and their bounds: data only
+    verdicts    each target's verdict from a run's medians
 """

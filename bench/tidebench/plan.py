@@ -94,3 +94,8 @@ class Results:
         self.realloc_raw, self.realloc_rows = [], []
         self.idle_raw, self.idle_rows = [], []
         self.took = {}
+
+    def medians(self):
+        """The medians by part, as verdicts.evaluate() takes them."""
+        return {"ebizzy": self.ebizzy_rows, "floor": self.floor_rows, "micro": self.micro_rows,
+                "fastpath": self.fast_rows, "realloc": self.realloc_rows}

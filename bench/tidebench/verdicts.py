@@ -1,120 +1,229 @@
-"""The targets of `make bench` and their verdicts, from the medians of a run."""
+"""The verdicts of the targets (the data of targets.py) from the medians of a run.
 
-from .allocators import tide_conf_of
+evaluate() returns [(target, measured, verdict)]: PASS, FAIL, or n/a when a row is
+missing (or a bound cannot decide).  A verdict drawn from rows during which other
+processes used NOISY of the CPUs or more says "(noisy)"."""
+
+from .allocators import FAMILIES, purge_label, tide_conf_of
+from .ebizzy import EBIZZY_CONFIGS
+from .micro import MICRO_BENCHES
+from .purge import PURGE_EVERY_FREE
+from .realloc import REALLOC_MODES, bounded_ratio
 from .report import fmt_ratio
 from .runner import NOISY
+from .targets import TARGETS
 
 
-def compute_targets(ebizzy, micro, fastpath, realloc, floor=()):
-    """[(target, measured, verdict)] from the medians of this run: PASS, FAIL, or n/a
-    when a row is missing (or a bound cannot decide).  A verdict drawn from rows during
-    which other processes used NOISY of the CPUs or more says "(noisy)"."""
-    out = []
+class Verdicts:
+    def __init__(self):
+        self.out = []
 
-    def check(target, value, ok, text, rows=()):
+    def check(self, target, value, ok, text, rows=()):
         if value is None:
-            out.append((target, text or "row missing", "n/a"))
+            self.out.append((target, text or "row missing", "n/a"))
             return
         verdict = "PASS" if ok else "FAIL"
         loads = [r["other_load"] for r in rows if r and r.get("other_load") is not None]
         if loads and max(loads) >= NOISY:
             text += f"; other load up to {max(loads):.0%}"
             verdict += " (noisy)"
-        out.append((target, text, verdict))
+        self.out.append((target, text, verdict))
 
-    def find(rows, **match):
-        return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
 
-    # ebizzy -s 5242880 -t 2
-    s5 = [r for r in ebizzy if r["config"] == "s5M-t2" and r["records_per_s"]]
-    t, none = find(s5, allocator="tide"), find(s5, allocator="tide[purge:none]")
-    v = t and none and t["records_per_s"] / none["records_per_s"]
-    check("ebizzy -s 5242880 -t 2: tide ≥ 0.97 × tide[purge:none]", v, v and v >= 0.97,
-          v and f"{v:.3f}x ({t['records_per_s']:,.0f} / {none['records_per_s']:,.0f} records/s)",
-          (t, none))
+def find(rows, **match):
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+
+
+def ebizzy_rows(rows, config):
+    return [r for r in rows["ebizzy"] if r["config"] == config and r["records_per_s"]]
+
+
+def ebizzy_title(config):
+    cfg = next(c for c in EBIZZY_CONFIGS if c.name == config)
+    return f"ebizzy {' '.join(cfg.args) or '(defaults)'}"
+
+
+# ---------------------------------------------------------------------------- checks ----
+# Each takes a target of targets.py, the medians of the run by part and the Verdicts.
+
+def ebizzy_ratio(t, rows, v):
+    """records/s of one tide row against another row of the same configuration."""
+    s5 = ebizzy_rows(rows, t["config"])
+    a, b, limit = find(s5, allocator=t["tide"]), find(s5, allocator=t["ref"]), t["at_least"]
+    x = a and b and a["records_per_s"] / b["records_per_s"]
+    v.check(f"{ebizzy_title(t['config'])}: {t['tide']} ≥ {limit} × {t['ref']}", x,
+            x and x >= limit,
+            x and f"{x:.3f}x ({a['records_per_s']:,.0f} / {b['records_per_s']:,.0f} records/s)",
+            (a, b))
+
+
+def ebizzy_vs_best_peer(t, rows, v):
+    """records/s of a tide row against the fastest peer in the same configuration."""
+    s5 = ebizzy_rows(rows, t["config"])
+    a, limit = find(s5, allocator=t["tide"]), t["at_least"]
     peers = [r for r in s5 if not r["allocator"].startswith("tide")]
     best = max(peers, key=lambda r: r["records_per_s"]) if peers else None
-    v = none and best and none["records_per_s"] / best["records_per_s"]
-    check("ebizzy -s 5242880 -t 2: tide[purge:none] ≥ best of glibc/jemalloc/tcmalloc/mimalloc",
-          v, v and v >= 1.0, v and f"{v:.3f}x of {best['allocator']} "
-          f"({none['records_per_s']:,.0f} / {best['records_per_s']:,.0f} records/s)",
-          [none] + peers)
+    x = a and best and a["records_per_s"] / best["records_per_s"]
+    names = "/".join(f for f in FAMILIES if f != "tide")
+    v.check(f"{ebizzy_title(t['config'])}: {t['tide']} ≥ "
+            f"{'' if limit == 1 else f'{limit} × '}best of {names}",
+            x, x and x >= limit, x and f"{x:.3f}x of {best['allocator']} "
+            f"({a['records_per_s']:,.0f} / {best['records_per_s']:,.0f} records/s)",
+            [a] + peers)
 
-    # ebizzy, every allocator told to purge on every free
-    pef = [r for r in ebizzy if r["config"] == "purge-every-free" and r["records_per_s"]]
-    tide_pef = [(tide_conf_of(r), r) for r in pef if r["allocator"].startswith("tide[")]
 
-    def pef_rows(purge):
-        return {c.get("thp", "off"): r for c, r in tide_pef
-                if c.get("purge") == purge and c.get("decay_ms") == "0"}
-    dn, fr = pef_rows("dontneed"), pef_rows("free")
-    je = find(pef, allocator="jemalloc (purge)")
+def purge_every_free(rows, purge):
+    """tide's purge-every-free rows of one policy (decay_ms:0), by their thp setting."""
+    pef = ebizzy_rows(rows, "purge-every-free")
+    return {tide_conf_of(r).get("thp", "off"): r for r in pef
+            if r["allocator"].startswith("tide[") and tide_conf_of(r).get("purge") == purge
+            and tide_conf_of(r).get("decay_ms") == "0"}
+
+
+def purge_every_free_vs_peer(t, rows, v):
+    """The best thp variant of a tide policy against a peer told to purge every free."""
+    dn, limit = purge_every_free(rows, t["purge"]), t["at_least"]
+    je = find(ebizzy_rows(rows, "purge-every-free"), allocator=purge_label(t["peer"]))
     best_dn = max(dn.items(), key=lambda kv: kv[1]["records_per_s"]) if dn else None
-    v = best_dn and je and best_dn[1]["records_per_s"] / je["records_per_s"]
-    check("purge every free: tide purge:dontneed,decay_ms:0 (best of thp on/off) "
-          "≥ 1.5 × jemalloc dirty_decay_ms:0,muzzy_decay_ms:0", v, v and v >= 1.5,
-          v and f"{v:.2f}x (thp:{best_dn[0]}: {best_dn[1]['records_per_s']:,.0f} / "
-          f"{je['records_per_s']:,.0f} records/s)", [je] + list(dn.values()))
+    x = best_dn and je and best_dn[1]["records_per_s"] / je["records_per_s"]
+    setting = " ".join(PURGE_EVERY_FREE[t["peer"]].values())  # jemalloc: its MALLOC_CONF
+    v.check(f"purge every free: tide purge:{t['purge']},decay_ms:0 (best of thp on/off) "
+            f"≥ {limit} × {t['peer']} {setting}", x, x and x >= limit,
+            x and f"{x:.2f}x (thp:{best_dn[0]}: {best_dn[1]['records_per_s']:,.0f} / "
+            f"{je['records_per_s']:,.0f} records/s)", [je] + list(dn.values()))
+
+
+def purge_every_free_policies(t, rows, v):
+    """The best thp variant of one tide policy against another policy at the same thp;
+    beside it, the same ratio with no allocator (bench/purge_floor)."""
+    purge, ref, limit = t["purge"], t["ref"], t["at_least"]
+    dn, fr = purge_every_free(rows, ref), purge_every_free(rows, purge)
     best_fr = max(fr.items(), key=lambda kv: kv[1]["records_per_s"]) if fr else None
     same = best_fr and dn.get(best_fr[0])
-    v = same and best_fr[1]["records_per_s"] / same["records_per_s"]
+    x = same and best_fr[1]["records_per_s"] / same["records_per_s"]
     others = "".join(f"; thp:{thp}: {fr[thp]['records_per_s'] / dn[thp]['records_per_s']:.2f}x"
                      for thp in sorted(fr) if best_fr and thp != best_fr[0] and thp in dn)
-    fl = {(r["advice"], r["thp"]): r["records_per_s"] for r in floor if r["records_per_s"]}
-    if best_fr and ("free", best_fr[0]) in fl and ("dontneed", best_fr[0]) in fl:
-        others += (f"; with no allocator: {fl[('free', best_fr[0])] / fl[('dontneed', best_fr[0])]:.2f}x"
+    fl = {(r["advice"], r["thp"]): r["records_per_s"] for r in rows["floor"]
+          if r["records_per_s"]}
+    if best_fr and (purge, best_fr[0]) in fl and (ref, best_fr[0]) in fl:
+        others += (f"; with no allocator: {fl[(purge, best_fr[0])] / fl[(ref, best_fr[0])]:.2f}x"
                    f" (thp:{best_fr[0]}, bench/purge_floor)")
-    check("purge every free: tide purge:free,decay_ms:0 (best variant) ≥ 1.5 × tide "
-          "purge:dontneed,decay_ms:0 (same thp)", v, v and v >= 1.5,
-          v and f"{v:.2f}x (both thp:{best_fr[0]}: {best_fr[1]['records_per_s']:,.0f} / "
-          f"{same['records_per_s']:,.0f} records/s{others})",
-          list(dn.values()) + list(fr.values()))
+    v.check(f"purge every free: tide purge:{purge},decay_ms:0 (best variant) ≥ {limit} × tide "
+            f"purge:{ref},decay_ms:0 (same thp)", x, x and x >= limit,
+            x and f"{x:.2f}x (both thp:{best_fr[0]}: {best_fr[1]['records_per_s']:,.0f} / "
+            f"{same['records_per_s']:,.0f} records/s{others})",
+            list(dn.values()) + list(fr.values()))
 
-    # microbenchmarks: time against the fastest peer, peak RSS against jemalloc
-    for bench, limit in (("pairs-batch", 1.1), ("pairs-lifo", 1.1), ("prodcons", 1.2),
-                         ("prodcons-pairs", 1.2), ("prodcons-split", 1.2)):
-        r = find(micro, bench=bench, allocator="tide")
-        v = r and r.get("ratio_best_peer")
-        check(f"{bench}: tide time ≤ {limit} × fastest peer", v, v and v <= limit,
-              v and f"{v:.2f}x ({r['time_s']:.3f} s)",
-              [x for x in micro if x["bench"] == bench])
-    for bench in ("mixed-1t", "mixed-2t"):
-        r, je = find(micro, bench=bench, allocator="tide"), find(micro, bench=bench,
-                                                                 allocator="jemalloc")
-        v = r and je and r["peak_rss_kib"] and je["peak_rss_kib"] and \
-            r["peak_rss_kib"] / je["peak_rss_kib"]
-        check(f"{bench}: tide peak RSS ≤ 1.1 × jemalloc", v, v and v <= 1.1,
-              v and f"{v:.2f}x ({r['peak_rss_kib'] / 1024:.0f} / "
-              f"{je['peak_rss_kib'] / 1024:.0f} MiB)")  # peak RSS: not moved by others' CPU use
 
-    # realloc growth
-    limits = {"total_s": {"glibc": 1.0, "jemalloc": 0.5, "mimalloc": 0.5},
-              "realloc_s": {"glibc": 0.67, "jemalloc": 0.1, "mimalloc": 0.1}}
-    for mode in ("double", "step"):
-        r = find(realloc, mode=mode, allocator="tide")
-        for key, what in (("total_s", "total"), ("realloc_s", "inside realloc")):
-            for ref, limit in limits[key].items():
-                ratio = r and r.get(f"ratio_{key}_{ref}")
-                target = f"realloc {mode}: tide {what} ≤ {limit} × {ref}"
-                if ratio is None:
-                    check(target, None, False, "")
-                    continue
-                value, bound = ratio
-                text = fmt_ratio(ratio)
-                if bound == "<=" and value > limit or bound == ">=" and value <= limit:
-                    out.append((target, text + f" ({ref} stopped at the time limit)", "n/a"))
-                else:
-                    check(target, value, value <= limit, text,
-                          (r, find(realloc, mode=mode, allocator=ref)))
-        v = r and r["vmas_start"] is not None and r["vmas_after_free"] is not None
-        check(f"realloc {mode}: tide's VMAs after the final free == at start", v or None,
-              v and r["vmas_after_free"] == r["vmas_start"],
-              v and f"{r['vmas_after_free']:.0f} after free, {r['vmas_start']:.0f} at start "
-              f"({r['vmas_peak']:.0f} at peak)")
+def micro_time(t, rows, v):
+    """A microbenchmark's time against the fastest peer's."""
+    bench, limit = t["bench"], t["at_most"]
+    r = find(rows["micro"], bench=bench, allocator=t["tide"])
+    x = r and r.get("ratio_best_peer")
+    v.check(f"{bench}: {t['tide']} time ≤ {limit} × fastest peer", x, x and x <= limit,
+            x and f"{x:.2f}x ({r['time_s']:.3f} s)",
+            [m for m in rows["micro"] if m["bench"] == bench])
 
-    # fastpath: reported, no target
-    fp = [r for r in fastpath if r.get("ir_per_pair") is not None]
+
+def micro_peak_rss(t, rows, v):
+    """A microbenchmark's peak RSS against another allocator's; other processes' CPU use
+    does not move it, so it is never noisy."""
+    bench, limit = t["bench"], t["at_most"]
+    r = find(rows["micro"], bench=bench, allocator=t["tide"])
+    je = find(rows["micro"], bench=bench, allocator=t["ref"])
+    x = r and je and r["peak_rss_kib"] and je["peak_rss_kib"] and \
+        r["peak_rss_kib"] / je["peak_rss_kib"]
+    v.check(f"{bench}: {t['tide']} peak RSS ≤ {limit} × {t['ref']}", x, x and x <= limit,
+            x and f"{x:.2f}x ({r['peak_rss_kib'] / 1024:.0f} / "
+            f"{je['peak_rss_kib'] / 1024:.0f} MiB)")
+
+
+def realloc_ratio(t, rows, v):
+    """A realloc time (total or inside realloc) against another allocator's.  A ratio
+    with a bound (a run stopped at the time limit) decides only when the bound does."""
+    mode, key, ref, limit = t["mode"], t["time"], t["ref"], t["at_most"]
+    what = {"total_s": "total", "realloc_s": "inside realloc"}[key]
+    target = f"realloc {mode}: {t['tide']} {what} ≤ {limit} × {ref}"
+    r = find(rows["realloc"], mode=mode, allocator=t["tide"])
+    ref_row = find(rows["realloc"], mode=mode, allocator=ref)
+    ratio = bounded_ratio(r, ref_row, key)
+    if ratio is None:
+        v.check(target, None, False, "")
+        return
+    value, bound = ratio
+    text = fmt_ratio(ratio)
+    if bound == "<=" and value > limit or bound == ">=" and value <= limit:
+        v.out.append((target, text + f" ({ref} stopped at the time limit)", "n/a"))
+    else:
+        v.check(target, value, value <= limit, text, (r, ref_row))
+
+
+def realloc_vmas(t, rows, v):
+    """tide's range has as many VMAs after the final free as after the first malloc."""
+    r = find(rows["realloc"], mode=t["mode"], allocator=t["tide"])
+    x = r and r["vmas_start"] is not None and r["vmas_after_free"] is not None
+    v.check(f"realloc {t['mode']}: {t['tide']}'s VMAs after the final free == at start",
+            x or None, x and r["vmas_after_free"] == r["vmas_start"],
+            x and f"{r['vmas_after_free']:.0f} after free, {r['vmas_start']:.0f} at start "
+            f"({r['vmas_peak']:.0f} at peak)")
+
+
+def fastpath_report(t, rows, v):
+    """Instructions per malloc+free pair under callgrind: reported, no bound."""
+    fp = [r for r in rows["fastpath"] if r.get("ir_per_pair") is not None]
     if fp:
-        out.append(("fastpath: instructions per malloc(64)+free pair (no target)",
-                    "; ".join(f"{r['allocator']} {r['ir_per_pair']:.1f}" for r in fp), "–"))
-    return out
+        v.out.append(("fastpath: instructions per malloc(64)+free pair (no target)",
+                      "; ".join(f"{r['allocator']} {r['ir_per_pair']:.1f}" for r in fp), "–"))
+
+
+# check name: (function, the fields a target of it must have, those it may have)
+CHECKS = {
+    "ebizzy_ratio": (ebizzy_ratio, {"config", "ref", "at_least"}, {"tide"}),
+    "ebizzy_vs_best_peer": (ebizzy_vs_best_peer, {"config", "at_least"}, {"tide"}),
+    "purge_every_free_vs_peer": (purge_every_free_vs_peer, {"purge", "peer", "at_least"}, set()),
+    "purge_every_free_policies": (purge_every_free_policies, {"purge", "ref", "at_least"},
+                                  set()),
+    "micro_time": (micro_time, {"bench", "at_most"}, {"tide"}),
+    "micro_peak_rss": (micro_peak_rss, {"bench", "ref", "at_most"}, {"tide"}),
+    "realloc_ratio": (realloc_ratio, {"mode", "time", "ref", "at_most"}, {"tide"}),
+    "realloc_vmas": (realloc_vmas, {"mode"}, {"tide"}),
+    "fastpath_report": (fastpath_report, set(), set()),
+}
+PARTS = ("ebizzy", "floor", "micro", "fastpath", "realloc")
+
+
+def validate(targets):
+    """Raises ValueError for a target that names an unknown check, field or row set."""
+    known = {"config": {c.name for c in EBIZZY_CONFIGS}, "bench": {b.name for b in MICRO_BENCHES},
+             "mode": {m.name for m in REALLOC_MODES}, "time": {"total_s", "realloc_s"},
+             "peer": set(PURGE_EVERY_FREE), "purge": {"none", "dontneed", "free"}}
+    for i, t in enumerate(targets):
+        where = f"targets.py, target {i + 1} ({t.get('check')})"
+        if t.get("check") not in CHECKS:
+            raise ValueError(f"{where}: unknown check (known: {', '.join(CHECKS)})")
+        _, required, optional = CHECKS[t["check"]]
+        fields = set(t) - {"check"}
+        if required - fields or fields - required - optional:
+            raise ValueError(f"{where}: fields {sorted(fields)}; it takes {sorted(required)}"
+                             + (f" and may take {sorted(optional)}" if optional else ""))
+        for k, value in t.items():
+            if k in known and value not in known[k]:
+                raise ValueError(f"{where}: {k} {value!r} is not one of {sorted(known[k])}")
+            if k in ("at_least", "at_most") and not isinstance(value, (int, float)):
+                raise ValueError(f"{where}: {k} {value!r} is not a number")
+        if t["check"] == "purge_every_free_policies" and t["ref"] not in known["purge"]:
+            raise ValueError(f"{where}: ref {t['ref']!r} is not a purge policy")
+
+
+def evaluate(rows, targets=TARGETS):
+    """[(target, measured, verdict)] for targets, in their order, from the medians of a
+    run: rows[part] for part in PARTS (a part not run: absent or empty)."""
+    validate(targets)
+    rows = {p: rows.get(p) or [] for p in PARTS}
+    v = Verdicts()
+    for t in targets:
+        CHECKS[t["check"]][0](dict({"tide": "tide"}, **t), rows, v)
+    return v.out
+
+
+validate(TARGETS)  # a mistake in targets.py stops run.py at once, not after the runs
