@@ -72,3 +72,11 @@ bench_tidebench = bench/tidebench/__init__.py bench/tidebench/runner.py \
 	bench/tidebench/targets.py bench/tidebench/verdicts.py
 EXTRA_DIST += bench/run.py $(bench_tidebench) bench/background.py bench/tide-confs \
 	bench/README.md bench/results/.gitignore
+
+# make check: the targets judged on fixed medians (no benchmark is run).  -B: no
+# __pycache__ left in the source tree.
+TESTS += bench/test_targets.py
+EXTRA_DIST += bench/test_targets.py
+TEST_EXTENSIONS = .py
+PY_LOG_COMPILER = $(PYTHON3)
+AM_PY_LOG_FLAGS = -B
