@@ -6,9 +6,10 @@ EXTRA_DIST += tools/check_exports.py
 AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM;
 
 # src/ files include and call only files of their row of docs/architecture.md's layer
-# table or below (`make check-layers`; tools/check_layers.py says how).  It reads the
+# table or below (make check; `make check-layers` alone; tools/check_layers.py says how).  It reads the
 # objects automake lists for libtide, so renamed or removed sources leave no stale object
 # in the check.
+TESTS += tools/check_layers.py
 EXTRA_DIST += tools/check_layers.py
 tide_layer_env = TIDE_LAYER_OBJECTS='$(src_libtide_la_OBJECTS)' \
 	TIDE_LAYER_GENERATED='$(filter src/%,$(BUILT_SOURCES) $(nodist_src_libtide_la_SOURCES))' \
