@@ -1,6 +1,7 @@
 /* arena.c - slabs of small regions, refilled into thread caches and returned from them. */
 #include "arena.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "pagemap.h"
@@ -20,11 +21,11 @@ int arenas_init(unsigned n)
 {
     arenas = extent_alloc_meta(n * sizeof(arena_t *));
     if (!arenas)
-        return -1;
+        return ENOMEM;
     for (unsigned i = 0; i < n; i++) {
         arena_t *a = extent_alloc_meta(sizeof(arena_t));
         if (!a)
-            return -1;
+            return ENOMEM;
         a->ind = i;
         for (unsigned c = 0; c < SC_NSMALL; c++)
             lock_init(&a->bins[c].lock);
@@ -54,6 +55,7 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
             bin->nslabs++;
             rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
         }
+        TIDE_ASSERT(slab->nfree > 0 && slab->nfree <= sc_nregs[cls]);
         unsigned taken = 0;
         for (unsigned w = 0; w < SC_MAX_NREGS / 64 && got + taken < n; w++) {
             uint64_t bits = slab->bitmap[w];
@@ -143,6 +145,7 @@ unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
                 }
                 slab->bitmap[idx >> 6] |= bit;
                 slab->nfree++;
+                TIDE_ASSERT(slab->nfree <= sc_nregs[cls]);
                 if (slab->nfree == 1) {
                     rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
                 } else if (slab->nfree == sc_nregs[cls] && bin->nonfull.node != NULL &&

@@ -28,6 +28,7 @@ typedef struct arena_s {
 extern arena_t **arenas;
 extern unsigned narenas;
 
+/* N arenas, in metadata: 0 or ENOMEM. */
 int arenas_init(unsigned n);
 
 /* Take up to N regions of class CLS from ARENA, linked through their first word, lowest

@@ -187,5 +187,3 @@ void background_postfork_child(bool locked)
     background_init();
 }
 
-bool background_running(void) { return ATOMIC_LOAD(&bg_state) != 0; }
-

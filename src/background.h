@@ -17,8 +17,6 @@ void background_after_free(void);
  * what it would have done by now (drain idle transfer caches, purge what has decayed),
  * so that a single-threaded program gives memory back from its own calls. */
 void background_tick(void);
-/* Whether the purger thread runs. */
-bool background_running(void);
 
 void background_prefork(void);
 void background_postfork_parent(void);

@@ -6,6 +6,8 @@
  * counts, and that the statistics reconcile. */
 #include "check.h"
 
+#include <errno.h>
+
 #include "arena.h"
 #include "extent.h"
 #include "pagemap.h"
@@ -18,7 +20,7 @@ static int check_fail(const char *what, uintptr_t addr)
     char hex[24];
     const char *pieces[] = { "heap check: ", what, " at ", report_fmt_u64(hex, addr, 1) };
     report_line(pieces, ARRAY_SIZE(pieces));
-    return -1;
+    return EINVAL;
 }
 
 static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *active, size_t *slab, size_t *meta)
@@ -82,7 +84,7 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
     return a == end ? 0 : check_fail("extents overrun the range", a);
 }
 
-int heap_check(void)
+int check_heap(void)
 {
     int err = 0;
     arenas_lock_all();

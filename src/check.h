@@ -2,7 +2,7 @@
 #ifndef TIDE_CHECK_H
 #define TIDE_CHECK_H
 
-/* 0 when every invariant holds; else prints the first broken one and returns -1. */
-int heap_check(void);
+/* 0 when every invariant holds; else prints the first broken one and returns EINVAL. */
+int check_heap(void);
 
 #endif

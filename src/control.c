@@ -74,7 +74,7 @@ TIDE_EXPORT size_t tide_ranges(uintptr_t (*out)[2], size_t max)
     return n;
 }
 
-TIDE_EXPORT int tide_check(void) { return init_ensure() ? heap_check() : 0; }
+TIDE_EXPORT int tide_check(void) { return init_ensure() && check_heap() != 0 ? -1 : 0; }
 
 TIDE_EXPORT int tide_fault_inject(int op, long skip, long count)
 {

@@ -86,6 +86,7 @@ void extent_desc_put(extent_t *e)
 extent_t *extent_desc_get(void)
 {
     extent_t *e = pageheap.desc_free;
+    TIDE_CHECK(e != NULL); /* extent_desc_reserve() comes first */
     pageheap.desc_free = (extent_t *)e->addr;
     pageheap.ndesc_free--;
     memset(e, 0, sizeof *e);
@@ -94,6 +95,7 @@ extent_t *extent_desc_get(void)
 
 void extent_tree_insert(extent_t *e)
 {
+    TIDE_ASSERT(e->state < EXTENT_NFREE && e->npages > 0);
     rb_insert(&pageheap.free[e->state], &e->rb, extent_cmp);
     pageheap.npages[e->state] += e->npages;
     if (e->state == EXTENT_DIRTY)
@@ -102,6 +104,7 @@ void extent_tree_insert(extent_t *e)
 
 void extent_tree_remove(extent_t *e)
 {
+    TIDE_ASSERT(e->state < EXTENT_NFREE && pageheap.npages[e->state] >= e->npages);
     rb_erase(&e->rb, &pageheap.free[e->state]);
     pageheap.npages[e->state] -= e->npages;
     if (e->state == EXTENT_DIRTY)
@@ -284,7 +287,7 @@ void *extent_alloc_meta(size_t size)
     return p;
 }
 
-int extent_init(void)
+void extent_init(void)
 {
     lock_init(&pageheap.lock);
     list_init(&pageheap.dirty_lru);
@@ -299,7 +302,6 @@ int extent_init(void)
     e->addr = addr + (META_CHUNK_PAGES << LG_PAGE);
     e->npages = npages - META_CHUNK_PAGES;
     extent_insert_free(e, EXTENT_CLEAN, 0);
-    return 0;
 }
 
 /* ---- allocation ------------------------------------------------------------------ */
@@ -309,8 +311,7 @@ int extent_init(void)
  * two descriptors.  Lock held. */
 static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
 {
-    if (unlikely(start < f->addr || start + (npages << LG_PAGE) > extent_end(f)))
-        report_fatal("tide", "internal error: a cut outside its free run at", (void *)start);
+    TIDE_CHECK(start >= f->addr && start + (npages << LG_PAGE) <= extent_end(f));
     extent_tree_remove(f);
     /* The run's boundary entries must not survive inside the cut: clear them before the
      * pieces around it write theirs. */
@@ -506,6 +507,7 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
  * it went into.  Lock held. */
 static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
 {
+    TIDE_ASSERT(e->state == EXTENT_SLAB || e->state == EXTENT_LARGE);
     const range_t *r = extent_range(e);
     if (e->state == EXTENT_SLAB) {
         for (size_t i = 0; i < e->npages; i++)

@@ -73,7 +73,8 @@ typedef struct pageheap_s {
 
 extern pageheap_t pageheap;
 
-int extent_init(void);
+/* The page heap over the first range (region_init first). */
+void extent_init(void);
 
 /* Where a thread last freed a large block: the free run it went into, and the block's
  * size.  The thread's next large block starts there when the run still fits (see

@@ -9,6 +9,7 @@
 #include "os.h"
 #include "pagemap.h"
 #include "region.h"
+#include "report.h"
 
 /* Extend purging run E over the rest of the 2 MiB unit its LEFT (or right) end falls in,
  * when a clean or lazy free neighbour holds all of that rest.  Otherwise the unit, free
@@ -72,6 +73,7 @@ void extent_put_purged(extent_t **ext, size_t n, extent_state_t state)
 {
     for (size_t i = 0; i < n; i++) {
         extent_t *e = ext[i];
+        TIDE_ASSERT(e->state == EXTENT_PURGING);
         pageheap.npages[EXTENT_DIRTY] -= e->npages;
         extent_insert_free(e, state, state == EXTENT_DIRTY ? os_now_ns() : 0);
     }

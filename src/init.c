@@ -43,8 +43,14 @@ TIDE_NOINLINE bool init_boot(void)
     conf_init();
     os_init();
     unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
-    if (region_init(conf.thp != 0) != 0 || extent_init() != 0 || arenas_init(n) != 0 ||
-        transfer_init(n) != 0) {
+    int err = region_init(conf.thp != 0);
+    if (!err) {
+        extent_init();
+        err = arenas_init(n);
+    }
+    if (!err)
+        err = transfer_init(n);
+    if (err) {
         lock_release(&tide_init_lock);
         tide_booting = false;
         return false;

@@ -21,7 +21,8 @@ src_libtide_la_SOURCES = \
 	src/malloc.c \
 	src/control.c
 nodist_src_libtide_la_SOURCES = src/size_class_table.h
-src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS)
+src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS) \
+	$(TIDE_DEBUG_CPPFLAGS)
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec \
 	-fno-semantic-interposition -fno-plt -fno-builtin-malloc -fno-builtin-free \
 	-fno-builtin-calloc -fno-builtin-realloc

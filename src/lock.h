@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "os.h"
+#include "report.h"
 
 typedef struct lock_s {
     uint32_t word;
@@ -60,6 +61,7 @@ static inline void lock_acquire(lock_t *l)
 
 static inline void lock_release(lock_t *l)
 {
+    TIDE_ASSERT(tide_locks_held > 0 && __atomic_load_n(&l->word, __ATOMIC_RELAXED) != 0);
     if (__builtin_expect(__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2, 0))
         os_futex_wake(&l->word, 1);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

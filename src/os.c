@@ -427,26 +427,6 @@ size_t os_resident(uintptr_t addr, size_t size)
     return resident * PAGE;
 }
 
-long os_read_file(const char *path, char *buf, size_t cap)
-{
-    OS_KEEP_ERRNO;
-    int fd = os_sys_open(path);
-    if (fd < 0)
-        return -1;
-    size_t len = 0;
-    while (len + 1 < cap) {
-        long r = os_sys_read(fd, buf + len, cap - 1 - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    os_sys_close(fd);
-    buf[len] = '\0';
-    return (long)len;
-}
-
 static uintptr_t os_parse_hex(const char **s)
 {
     uintptr_t v = 0;
@@ -507,29 +487,4 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
     }
     os_sys_close(fd);
     return count;
-}
-
-long os_smaps_rollup_kb(const char *field)
-{
-    OS_KEEP_ERRNO;
-    char buf[4096];
-    if (os_read_file("/proc/self/smaps_rollup", buf, sizeof buf) <= 0)
-        return -1;
-    size_t flen = strlen(field);
-    for (char *line = buf; line && *line;) {
-        if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
-            long v = 0;
-            for (char *s = line + flen + 1; *s; s++) {
-                if (*s >= '0' && *s <= '9')
-                    v = v * 10 + (*s - '0');
-                else if (*s != ' ')
-                    break;
-            }
-            return v;
-        }
-        line = strchr(line, '\n');
-        if (line)
-            line++;
-    }
-    return -1;
 }

@@ -94,10 +94,6 @@ bool os_secure(void);
 size_t os_resident(uintptr_t addr, size_t size);
 /* VMAs of /proc/self/maps that overlap [LO, HI); -1 when it cannot be read. */
 long os_count_vmas(uintptr_t lo, uintptr_t hi);
-/* Read a small /proc file into BUF (NUL-terminated); bytes read or -1. */
-long os_read_file(const char *path, char *buf, size_t cap);
-/* The value in kB of FIELD in /proc/self/smaps_rollup, or -1. */
-long os_smaps_rollup_kb(const char *field);
 
 #ifdef TIDE_FAULT_INJECTION
 /* Test hook: make the next COUNT calls of OP after SKIP successful ones fail with ENOMEM. */

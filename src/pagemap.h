@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "region.h"
+#include "report.h"
 #include "size_class_table.h"
 #include "util.h"
 
@@ -38,7 +39,11 @@ _Static_assert(sizeof(pm_entry_t) == REGION_PM_ENTRY_BYTES, "the region reserves
 #define PM_TAG_FREE 0xF1u
 #define PM_TAG_META 0xF2u
 
-static inline pm_entry_t pm_make_(uintptr_t low, unsigned tag) { return (uint64_t)low | ((uint64_t)tag << PM_TAG_SHIFT); }
+static inline pm_entry_t pm_make_(uintptr_t low, unsigned tag)
+{
+    TIDE_ASSERT(low <= PM_PTR_MASK);
+    return (uint64_t)low | ((uint64_t)tag << PM_TAG_SHIFT);
+}
 static inline unsigned pm_tag_(pm_entry_t e) { return (unsigned)(e >> PM_TAG_SHIFT); }
 
 /* ---- making entries -------------------------------------------------------------------- */
@@ -47,6 +52,7 @@ static inline unsigned pm_tag_(pm_entry_t e) { return (unsigned)(e >> PM_TAG_SHI
 
 static inline pm_entry_t pm_slab_page(const void *slab, unsigned cls, size_t page)
 {
+    TIDE_ASSERT(cls < SC_NSMALL && page <= PM_PAGE_MASK);
     return pm_make_((uintptr_t)slab, cls + 1u) | ((uint64_t)page << PM_PAGE_SHIFT);
 }
 static inline pm_entry_t pm_large_head(const void *block, unsigned cls)

@@ -52,5 +52,15 @@ void report_fatal(const char *func, const char *what, const void *ptr)
     abort();
 }
 
+void report_internal(const char *file, int line, const char *what)
+{
+    char num[24];
+    const char *base = strrchr(file, '/');
+    const char *pieces[] = { "internal error at ", base ? base + 1 : file, ":", report_fmt_u64(num, (uint64_t)line, 0),
+                             ": ", what };
+    report_line(pieces, ARRAY_SIZE(pieces));
+    abort();
+}
+
 void report_invalid_pointer(const char *func, const void *ptr) { report_fatal(func, "invalid pointer", ptr); }
 void report_double_free(const char *func, const void *ptr) { report_fatal(func, "double free", ptr); }

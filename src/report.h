@@ -12,6 +12,25 @@
 __attribute__((noreturn, cold)) void report_invalid_pointer(const char *func, const void *ptr);
 __attribute__((noreturn, cold)) void report_double_free(const char *func, const void *ptr);
 __attribute__((noreturn, cold)) void report_fatal(const char *func, const char *what, const void *ptr);
+/* A broken internal invariant: "tide: internal error at FILE:LINE: WHAT", then abort(). */
+__attribute__((noreturn, cold)) void report_internal(const char *file, int line, const char *what);
+
+/* Internal invariants.  TIDE_CHECK is always on, for the cheap ones whose failure would
+ * corrupt the heap next (a cut outside its run, a descriptor pool that ran dry): one line
+ * naming the condition, then abort.  TIDE_ASSERT is on in debug builds
+ * (./configure --enable-debug) and the UBSan build that make check runs; elsewhere it
+ * compiles to nothing (the condition is type-checked, never evaluated). */
+#define TIDE_CHECK(cond)                                                                   \
+    do {                                                                                   \
+        if (__builtin_expect(!(cond), 0))                                                  \
+            report_internal(__FILE__, __LINE__, #cond);                                    \
+    } while (0)
+#ifdef TIDE_DEBUG
+#define TIDE_ASSERT(cond) TIDE_CHECK(cond)
+#else
+#define TIDE_ASSERT(cond) ((void)sizeof(!(cond)))
+#endif
+
 /* "tide: " + the pieces, joined, + newline; at most a few hundred bytes. */
 void report_line(const char *const *pieces, size_t n);
 /* Format V in decimal (or hex with 0x when HEX) into BUF; returns BUF. */

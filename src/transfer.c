@@ -1,9 +1,12 @@
 /* transfer.c - per-arena, per-class stacks of object lists, one short lock each. */
 #include "transfer.h"
 
+#include <errno.h>
+
 #include "arena.h"
 #include "extent.h"
 #include "lock.h"
+#include "report.h"
 #include "size_class_table.h"
 #include "util.h"
 
@@ -44,7 +47,7 @@ int transfer_init(unsigned narena)
     ready = extent_alloc_meta(narena);
     budgets = extent_alloc_meta((size_t)narena * sizeof(arena_budget_t));
     if (!transfers || !ready || !budgets)
-        return -1;
+        return ENOMEM;
     ATOMIC_STORE_REL(&ntransfers, narena);
     return 0;
 }
@@ -100,6 +103,7 @@ static unsigned take_list(transfer_t *t, unsigned arena, unsigned cls, void **he
     t->n--;
     *head = t->head[t->n];
     unsigned n = t->count[t->n];
+    TIDE_ASSERT(n > 0 && t->bytes >= (size_t)n * sc_size[cls]);
     t->bytes -= (size_t)n * sc_size[cls];
     ATOMIC_SUB(&budgets[arena].bytes, (size_t)n * sc_size[cls]);
     return n;

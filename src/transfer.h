@@ -15,7 +15,7 @@
 
 #include <stdbool.h>
 
-/* The caches of NARENA arenas, at start-up. */
+/* The caches of NARENA arenas, at start-up: 0 or ENOMEM. */
 int transfer_init(unsigned narena);
 /* A thread joins ARENA: make its caches usable. */
 void transfer_arena_ready(unsigned arena);

@@ -27,7 +27,7 @@ EXTRA_LTLIBRARIES = test/libtide_fault.la
 CLEANFILES += test/libtide_fault.la
 test_libtide_fault_la_SOURCES = $(src_libtide_la_SOURCES)
 nodist_test_libtide_fault_la_SOURCES = $(nodist_src_libtide_la_SOURCES)
-test_libtide_fault_la_CPPFLAGS = $(src_libtide_la_CPPFLAGS) -DTIDE_FAULT_INJECTION
+test_libtide_fault_la_CPPFLAGS = $(src_libtide_la_CPPFLAGS) -DTIDE_FAULT_INJECTION -DTIDE_DEBUG
 test_libtide_fault_la_CFLAGS = $(src_libtide_la_CFLAGS)
 
 # ---- the differential soak -----------------------------------------------------------------
@@ -95,7 +95,7 @@ endif
 # Built with $(FUZZ_CC) outside automake's rules (the rest of the tree builds with $(CC)).
 # fuzz_conf links conf.c, report.c and os.c; fuzz_api links all of tide with its glibc names
 # made local (objcopy), so that only the explicit tide_* calls of the target use tide.
-FUZZ_CFLAGS = -g -O1 -std=gnu11 -D_GNU_SOURCE -fsanitize=fuzzer,undefined -fno-sanitize-recover=undefined \
+FUZZ_CFLAGS = -g -O1 -std=gnu11 -D_GNU_SOURCE -DTIDE_DEBUG -fsanitize=fuzzer,undefined -fno-sanitize-recover=undefined \
 	-I$(top_srcdir)/include -I$(top_srcdir)/src -I$(top_builddir)/src
 fuzz_tide_sources = $(filter-out src/malloc.c,$(filter %.c,$(src_libtide_la_SOURCES)))
 fuzz_glibc_names = malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc \
