@@ -1,0 +1,330 @@
+/*
+ * bench_programs.c - bench/realloc, bench/idle, bench/prodcons and bench/purge_floor
+ * really run,
+ * briefly, under glibc and tide: they exit 0, print every "key value" line run.py reads,
+ * find tide's counters and ranges through their weak references, the idle benchmark sees
+ * tide give a freed burst back to the kernel within its idle period, and prodcons
+ * delivers every block in order in each placement (a lost wake-up would hang it).
+ */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sched.h>
+
+#include "run.h"
+
+#define MiB (1024.0 * 1024.0)
+
+static void run_bench(struct run_result *r, const char *path, const char *preload,
+                      const char *extra_env, const char *const args[])
+{
+    run_with_args(r, path, preload, extra_env, args);
+    cr_assert(!preload_missing(r), "%s", r->err);
+    cr_assert_eq(r->status, 0, "%s exited %d; stderr:\n%s", path, r->status, r->err);
+}
+
+/* The text after "KEY " at the start of a line, or NULL. */
+static const char *value_of(const char *text, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *line = text; line && *line;) {
+        if (strncmp(line, key, n) == 0 && line[n] == ' ')
+            return line + n + 1;
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    return NULL;
+}
+
+/* The number on KEY's line; a missing key or a non-number fails the test. */
+static double number(const char *text, const char *key)
+{
+    const char *v = value_of(text, key);
+    cr_assert(v != NULL, "no '%s' line in:\n%s", key, text);
+    char *end;
+    double x = strtod(v, &end);
+    cr_assert(end != v && (*end == '\n' || *end == '\0'), "'%s' is not a number in:\n%s", key,
+              text);
+    return x;
+}
+
+/* ---- bench/realloc ---- */
+
+static void expect_realloc_report(const char *out, const char *mode, double calls, bool tide)
+{
+    cr_assert(value_of(out, "mode") && !strncmp(value_of(out, "mode"), mode, strlen(mode)),
+              "%s", out);
+    cr_expect_eq(number(out, "complete"), 1, "%s", out);
+    cr_expect_eq(number(out, "pages_bad"), 0, "%s", out);
+    cr_expect_eq(number(out, "realloc_calls"), calls, "%s", out);
+    double total = number(out, "total_s"), inside = number(out, "realloc_s");
+    cr_expect(inside >= 0 && inside <= total && total < 30, "%s", out);
+    cr_expect_gt(number(out, "peak_rss_kib"), 16 * 1024, "%s", out);
+    double start = number(out, "vmas_start"), peak = number(out, "vmas_peak"),
+           after = number(out, "vmas_after_free");
+    cr_expect(start >= 1 && peak >= 1 && after >= 1, "%s", out);
+    const char *scope = value_of(out, "vmas_scope");
+    cr_assert(scope != NULL, "%s", out);
+    if (!tide) {
+        cr_expect(!strncmp(scope, "process", 7), "%s", out);
+        cr_expect_null(value_of(out, "remap_moves"), "tide counters without tide:\n%s", out);
+        cr_expect(strstr(value_of(out, "allocator"), "libc.so") != NULL, "%s", out);
+        return;
+    }
+    cr_expect(!strncmp(scope, "tide", 4), "%s", out);
+    /* Every growth of a large block is counted once: in place, moved or copied. */
+    cr_expect_eq(number(out, "remap_in_place") + number(out, "remap_moves") +
+                 number(out, "remap_copies"), calls, "%s", out);
+    cr_expect_eq(after, start, "tide's range is not back to its VMAs:\n%s", out);
+    cr_expect_leq(peak, 3, "more than 1 + 2 x remap_max VMAs:\n%s", out);
+}
+
+#define REALLOC_ARGS(mode, ...) ((const char *const[]){ "--mode=" mode, __VA_ARGS__, NULL })
+/* 1 MiB -> 64 MiB: 6 doublings, 1008 steps of 64 KiB; the pair: 2 x 240 steps to 16 MiB. */
+#define DOUBLE_ARGS REALLOC_ARGS("double", "--max=64m")
+#define STEP_ARGS REALLOC_ARGS("step", "--step=65536", "--max=64m")
+#define PAIR_ARGS REALLOC_ARGS("pair", "--step=65536", "--max=16m")
+
+Test(bench_realloc, under_glibc, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, REALLOC_PATH, NULL, NULL, DOUBLE_ARGS);
+    expect_realloc_report(r.out, "double", 6, false);
+    run_result_free(&r);
+    run_bench(&r, REALLOC_PATH, NULL, NULL, STEP_ARGS);
+    expect_realloc_report(r.out, "step", 1008, false);
+    run_result_free(&r);
+    run_bench(&r, REALLOC_PATH, NULL, NULL, PAIR_ARGS);
+    expect_realloc_report(r.out, "pair", 480, false);
+    run_result_free(&r);
+}
+
+Test(bench_realloc, under_tide, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, REALLOC_PATH, TIDE_LIB, NULL, DOUBLE_ARGS);
+    expect_realloc_report(r.out, "double", 6, true);
+    run_result_free(&r);
+    run_bench(&r, REALLOC_PATH, TIDE_LIB, NULL, STEP_ARGS);
+    expect_realloc_report(r.out, "step", 1008, true);
+    run_result_free(&r);
+    /* The pair is built so that each block is in the other's way. */
+    run_bench(&r, REALLOC_PATH, TIDE_LIB, NULL, PAIR_ARGS);
+    expect_realloc_report(r.out, "pair", 480, true);
+    cr_expect_geq(number(r.out, "remap_moves") + number(r.out, "remap_copies"), 1,
+                  "no growth of the pair was blocked:\n%s", r.out);
+    run_result_free(&r);
+}
+
+Test(bench_realloc, stops_at_the_time_limit, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, REALLOC_PATH, NULL, NULL,
+              REALLOC_ARGS("step", "--step=4096", "--max=1g", "--time-limit=0.05"));
+    cr_expect_eq(number(r.out, "complete"), 0, "%s", r.out);
+    cr_expect_lt(number(r.out, "reached_bytes"), 1024 * MiB, "%s", r.out);
+    cr_expect_eq(number(r.out, "pages_bad"), 0, "%s", r.out);
+    run_result_free(&r);
+}
+
+Test(bench_realloc, bad_arguments, .timeout = 10)
+{
+    static const char *const bad[][3] = {
+        { "--mode=triple", NULL, NULL }, { "--step=0", NULL, NULL },
+        { "--max=12x", NULL, NULL },     { "--step=1000", NULL, NULL },
+        { "--time-limit=-1", NULL, NULL },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = { REALLOC_PATH, bad[i][0], NULL };
+        struct run_result r;
+        run_program(&r, argv, NULL, NULL, NULL);
+        cr_expect_eq(r.status, 1, "%s: exit %d", bad[i][0], r.status);
+        cr_expect(strstr(r.err, "realloc") != NULL, "%s: %s", bad[i][0], r.err);
+        run_result_free(&r);
+    }
+}
+
+/* ---- bench/idle ---- */
+
+#define IDLE_SHORT "--idle-ms=100", "--burst=64m", "--live=16m"
+
+static void expect_idle_report(const char *out, long idle_ms)
+{
+    cr_expect_eq(number(out, "live_bad"), 0, "%s", out);
+    cr_expect_eq(number(out, "burst_bytes"), 64 * MiB, "%s", out);
+    cr_expect_gt(number(out, "rss_peak_kib"), 64 * 1024, "the burst was not touched:\n%s", out);
+    cr_expect_geq(number(out, "rss_peak_kib"), number(out, "nolazy_peak_kib"), "%s", out);
+    cr_expect_geq(number(out, "rss_idle_kib"), number(out, "nolazy_idle_kib"), "%s", out);
+    cr_expect_geq(number(out, "nolazy_idle_kib"), 16 * 1024, "the live heap left:\n%s", out);
+    cr_expect(number(out, "retouch_s") >= 0 && number(out, "burst_s") > 0, "%s", out);
+    const char *series = value_of(out, "series");
+    cr_assert(series != NULL, "%s", out);
+    long ms, rss, nolazy;
+    cr_expect_eq(sscanf(series, "0:%ld:%ld", &rss, &nolazy), 2, "%s", series);
+    const char *last = strrchr(series, ',');
+    cr_assert(last != NULL, "one sample only: %s", series);
+    cr_expect_eq(sscanf(last, ",%ld:%ld:%ld", &ms, &rss, &nolazy), 3, "%s", series);
+    cr_expect_eq(ms, idle_ms, "the last sample is not at the end of the idle period: %s", series);
+}
+
+Test(bench_idle, under_glibc, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, IDLE_PATH, NULL, NULL, ((const char *const[]){ IDLE_SHORT, NULL }));
+    expect_idle_report(r.out, 100);
+    cr_expect_null(value_of(r.out, "tide_purge"), "%s", r.out);
+    run_result_free(&r);
+}
+
+Test(bench_idle, under_tide, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, IDLE_PATH, TIDE_LIB, "TIDE_CONF=purge:none",
+              ((const char *const[]){ IDLE_SHORT, NULL }));
+    expect_idle_report(r.out, 100);
+    cr_expect(value_of(r.out, "tide_purge") && !strncmp(value_of(r.out, "tide_purge"), "none", 4),
+              "the policy in force is not reported:\n%s", r.out);
+    /* Nothing purged: the freed burst is still resident. */
+    cr_expect_gt(number(r.out, "nolazy_idle_kib"), number(r.out, "nolazy_peak_kib") - 8 * 1024,
+                 "%s", r.out);
+    run_result_free(&r);
+}
+
+/* With a 100 ms decay, tide's background purger gives the burst back while the process
+ * is idle.  The idle period is 5 x decay_ms: with one equal to decay_ms, the last sample
+ * would race the purger (the last blocks are freed just before the idle period starts).
+ * --threads=2: the default background:auto starts the purger in a multithreaded program. */
+Test(bench_idle, tide_purges_while_idle, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, IDLE_PATH, TIDE_LIB, "TIDE_CONF=purge:dontneed,decay_ms:100",
+              ((const char *const[]){ "--idle-ms=500", "--burst=64m", "--live=16m", "--threads=2", NULL }));
+    expect_idle_report(r.out, 500);
+    const double peak = number(r.out, "nolazy_peak_kib"), idle = number(r.out, "nolazy_idle_kib");
+    cr_expect_geq(peak - idle, 32 * 1024,
+                  "RSS-LazyFree fell by only %.0f KiB of a 64 MiB burst:\n%s", peak - idle, r.out);
+    run_result_free(&r);
+}
+
+/* Single-threaded, the default background:auto starts no purger: the burst stays while
+ * the process is idle (it goes at the process's next calls). */
+Test(bench_idle, tide_single_threaded_keeps_the_burst_while_idle, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, IDLE_PATH, TIDE_LIB, "TIDE_CONF=purge:dontneed,decay_ms:100",
+              ((const char *const[]){ "--idle-ms=500", "--burst=64m", "--live=16m", "--threads=1", NULL }));
+    expect_idle_report(r.out, 500);
+    cr_expect_eq(number(r.out, "threads"), 1, "%s", r.out);
+    cr_expect_gt(number(r.out, "nolazy_idle_kib"), number(r.out, "nolazy_peak_kib") - 8 * 1024, "%s", r.out);
+    run_result_free(&r);
+}
+
+Test(bench_idle, bad_arguments, .timeout = 10)
+{
+    static const char *const bad[] = { "--threads=3", "--threads=0", "--min=3000", "--burst=1q" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = { IDLE_PATH, bad[i], NULL };
+        struct run_result r;
+        run_program(&r, argv, NULL, NULL, NULL);
+        cr_expect_eq(r.status, 1, "%s: exit %d", bad[i], r.status);
+        cr_expect(strstr(r.err, bad[i][2] == 't' ? "--threads" : "-") != NULL, "%s: %s", bad[i], r.err);
+        run_result_free(&r);
+    }
+}
+
+/* ---- bench/prodcons ---- */
+
+static int cpus_allowed(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+static void expect_prodcons_runs(const char *preload)
+{
+    static const char *const placements[] = { "any", "pairs", "split" };
+    for (size_t i = 0; i < sizeof placements / sizeof placements[0]; i++) {
+        if (i > 0 && cpus_allowed() < 2)
+            break; /* pinned placements need 2 CPUs */
+        /* 1% of the work: 400,000 blocks, ~100 batches of each ring, several sleeps. */
+        const char *args[] = { "-w", "1", "-p", placements[i], NULL };
+        struct run_result r;
+        run_bench(&r, PRODCONS_PATH, preload, NULL, args);
+        cr_expect_eq(number(r.out, "blocks"), 400000, "%s", r.out);
+        cr_expect(!strncmp(value_of(r.out, "placement"), placements[i], strlen(placements[i])),
+                  "%s", r.out);
+        double t = number(r.out, "elapsed_s");
+        cr_expect(t > 0 && t < 30, "%s", r.out);
+        cr_expect_gt(number(r.out, "peak_rss_kib"), 0, "%s", r.out);
+        run_result_free(&r);
+    }
+}
+
+Test(bench_prodcons, under_glibc, .timeout = 120) { expect_prodcons_runs(NULL); }
+
+Test(bench_prodcons, under_tide, .timeout = 120) { expect_prodcons_runs(TIDE_LIB); }
+
+Test(bench_prodcons, bad_arguments, .timeout = 10)
+{
+    static const char *const bad[][3] = {
+        { "-p", "sideways", NULL }, { "-w", "0", NULL }, { "extra", NULL, NULL },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = { PRODCONS_PATH, bad[i][0], bad[i][1], NULL };
+        struct run_result r;
+        run_program(&r, argv, NULL, NULL, NULL);
+        cr_expect_eq(r.status, 1, "%s %s: exit %d", bad[i][0], bad[i][1], r.status);
+        cr_expect(strstr(r.err, "prodcons") != NULL || strstr(r.err, "-w") != NULL,
+                  "%s: %s", bad[i][0], r.err);
+        run_result_free(&r);
+    }
+}
+
+/* ---- bench/purge_floor ---- */
+
+Test(bench_purge_floor, every_setting, .timeout = 60)
+{
+    static const char *const advices[] = { "none", "dontneed", "free" };
+    static const char *const thps[] = { "off", "on" };
+    for (size_t a = 0; a < 3; a++)
+        for (size_t t = 0; t < 2; t++) {
+            char advice[32], thp[16];
+            snprintf(advice, sizeof advice, "--advice=%s", advices[a]);
+            snprintf(thp, sizeof thp, "--thp=%s", thps[t]);
+            const char *args[] = { advice, thp, "--threads=2", "--seconds=0.1", NULL };
+            struct run_result r;
+            run_bench(&r, PURGE_FLOOR_PATH, NULL, NULL, args);
+            double rate = number(r.out, "records_per_s"), purges = number(r.out, "purges"),
+                   bytes = number(r.out, "purged_bytes");
+            cr_expect_gt(rate, 0, "%s %s:\n%s", advice, thp, r.out);
+            if (a == 0) {
+                cr_expect_eq(purges, 0, "%s", r.out);
+            } else {
+                cr_expect_gt(purges, 0, "%s", r.out);
+                /* 5 MiB: every page, or with huge pages its 2 whole 2 MiB units. */
+                double per = t ? 4 * MiB : 5 * MiB;
+                cr_expect_eq(bytes, purges * per, "%s %s:\n%s", advice, thp, r.out);
+            }
+            run_result_free(&r);
+        }
+}
+
+Test(bench_purge_floor, bad_arguments, .timeout = 10)
+{
+    static const char *const bad[] = { "--advice=cold", "--thp=maybe", "--threads=0",
+                                       "--seconds=-1", "--chunk=0", "extra" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = { PURGE_FLOOR_PATH, bad[i], NULL };
+        struct run_result r;
+        run_program(&r, argv, NULL, NULL, NULL);
+        cr_expect_eq(r.status, 1, "%s: exit %d", bad[i], r.status);
+        cr_expect(strstr(r.err, "purge_floor") != NULL, "%s: %s", bad[i], r.err);
+        run_result_free(&r);
+    }
+}

@@ -1,0 +1,404 @@
+/*
+ * support.h - helpers shared by tide's Criterion suites.
+ *
+ * Everything here is independent of tide's internals: the size-class table is
+ * recomputed from the documented rule, byte patterns are derived from a seed, and
+ * figures (RSS, VMAs) are read from /proc.
+ *
+ * Two build modes (see test/local.mk):
+ *   default                 the suites link with src/libtide.la, so every malloc in the
+ *                           test process (Criterion's runner included) is tide's;
+ *   make check TEST_ALLOC=glibc
+ *                           the suites link without libtide (TIDE_TEST_GLIBC is defined),
+ *                           to check the tests themselves against glibc's malloc.
+ *                           The tide_ twins then map to the plain names and tests that
+ *                           need tide's own interface (tide_ranges, tide_stats_get, the
+ *                           exact misuse messages) skip or relax what only tide promises.
+ */
+#ifndef TIDE_TEST_SUPPORT_H
+#define TIDE_TEST_SUPPORT_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* gettid, strsignal, reallocarray */
+#endif
+#include "alloc_mode.h" /* generated: defines TIDE_TEST_GLIBC in glibc mode */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tide.h>
+
+/* ------------------------------------------------------------------------------------
+ * The allocator's interface as a table, so that every API test runs once through the
+ * plain names and once through the tide_ twins.
+ * ---------------------------------------------------------------------------------- */
+
+/* glibc 2.36 declares neither free_sized nor free_aligned_sized (C23); tide exports both. */
+void free_sized(void *ptr, size_t size);
+void free_aligned_sized(void *ptr, size_t alignment, size_t size);
+
+#ifdef TIDE_TEST_GLIBC
+static inline void glibc_free_sized(void *p, size_t n) { (void)n; free(p); }
+static inline void glibc_free_aligned_sized(void *p, size_t a, size_t n) { (void)a; (void)n; free(p); }
+#define free_sized glibc_free_sized
+#define free_aligned_sized glibc_free_aligned_sized
+#define tide_malloc malloc
+#define tide_free free
+#define tide_calloc calloc
+#define tide_realloc realloc
+#define tide_reallocarray reallocarray
+#define tide_posix_memalign posix_memalign
+#define tide_aligned_alloc aligned_alloc
+#define tide_memalign memalign
+#define tide_valloc valloc
+#define tide_pvalloc pvalloc
+#define tide_malloc_usable_size malloc_usable_size
+#define tide_free_sized glibc_free_sized
+#define tide_free_aligned_sized glibc_free_aligned_sized
+#define tide_malloc_trim malloc_trim
+#define tide_mallinfo2 mallinfo2
+#define tide_malloc_stats malloc_stats
+#endif
+
+struct api {
+    const char *name;
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*usable)(void *);
+    void (*free_sized)(void *, size_t);
+    void (*free_aligned_sized)(void *, size_t, size_t);
+    int (*malloc_trim)(size_t);
+    struct mallinfo2 (*mallinfo2)(void);
+    void (*malloc_stats)(void);
+};
+
+static const struct api api_plain = {
+    "plain", malloc, free, calloc, realloc, reallocarray, posix_memalign, aligned_alloc,
+    memalign, valloc, pvalloc, malloc_usable_size, free_sized, free_aligned_sized,
+    malloc_trim, mallinfo2, malloc_stats,
+};
+static const struct api api_tide = {
+    "tide_", tide_malloc, tide_free, tide_calloc, tide_realloc, tide_reallocarray,
+    tide_posix_memalign, tide_aligned_alloc, tide_memalign, tide_valloc, tide_pvalloc,
+    tide_malloc_usable_size, tide_free_sized, tide_free_aligned_sized, tide_malloc_trim,
+    tide_mallinfo2, tide_malloc_stats,
+};
+static const struct api *const apis[] = {&api_plain, &api_tide};
+#define NAPIS (sizeof(apis) / sizeof(apis[0]))
+
+/* ------------------------------------------------------------------------------------
+ * Size classes, recomputed from the documented rule: 16-byte quantum, 4 classes per
+ * doubling (jemalloc, lg_quantum 4); small up to 14336, large cached classes up to
+ * 65536, whole 4 KiB pages above.
+ * ---------------------------------------------------------------------------------- */
+#define TT_PAGE 4096u
+#define TT_SMALL_MAX 14336u
+#define TT_LARGE_CLASS_MAX 65536u
+
+static inline size_t tt_round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+static inline int tt_floor_log2(size_t x) { return 63 - __builtin_clzl(x); }
+
+/* The usable size malloc(n) must report, for n <= SIZE_MAX - 4096. */
+static inline size_t tt_class_of(size_t n)
+{
+    if (n <= 16)
+        return 16;
+    if (n <= 64)
+        return tt_round_up(n, 16);
+    if (n <= TT_LARGE_CLASS_MAX) {
+        int lg = tt_floor_log2(n - 1); /* n lies in (2^lg, 2^(lg+1)] */
+        return tt_round_up(n, (size_t)1 << (lg - 2));
+    }
+    return tt_round_up(n, TT_PAGE);
+}
+
+/* Fills OUT with every class up to 65536 in increasing order; returns how many. */
+static inline size_t tt_classes(size_t *out, size_t max)
+{
+    size_t k = 0;
+    for (size_t c = 16; c <= TT_LARGE_CLASS_MAX && k < max; c = tt_class_of(c + 1))
+        out[k++] = c;
+    return k;
+}
+
+static inline bool tt_is_pow2(size_t x) { return x && !(x & (x - 1)); }
+
+/* ------------------------------------------------------------------------------------
+ * Random numbers (splitmix64; deterministic per seed) and sizes.
+ * ---------------------------------------------------------------------------------- */
+static inline uint64_t tt_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct { uint64_t s; } tt_rng;
+
+static inline uint64_t tt_next(tt_rng *r) { return tt_mix64(r->s += 0x9e3779b97f4a7c15ull); }
+static inline uint64_t tt_below(tt_rng *r, uint64_t n) { return tt_next(r) % n; }
+
+/* Log-uniform in [1, max]: a uniform power of two, then uniform inside that octave. */
+static inline size_t tt_log_uniform(tt_rng *r, size_t max)
+{
+    int top = tt_floor_log2(max);
+    int b = (int)tt_below(r, (uint64_t)top + 1);
+    size_t lo = (size_t)1 << b;
+    size_t n = lo + (size_t)tt_below(r, lo);
+    return n > max ? max : n;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Byte patterns: word i of a buffer holds mix(seed) + i * golden, so that a shifted,
+ * swapped or zeroed range is detected; the tail uses the bytes of the next word.
+ * ---------------------------------------------------------------------------------- */
+#define TT_GOLDEN 0x9e3779b97f4a7c15ull
+
+static inline uint64_t tt_seed(const void *p, size_t n)
+{
+    return tt_mix64((uint64_t)(uintptr_t)p * 31 + n);
+}
+
+/* The byte the pattern puts at offset I. */
+static inline unsigned char tt_pattern_byte(size_t i, uint64_t seed)
+{
+    uint64_t w = tt_mix64(seed) + (uint64_t)(i / 8) * TT_GOLDEN;
+    return (unsigned char)(w >> (8 * (i % 8)));
+}
+
+/* Writes the pattern's bytes FROM..TO-1 at the same offsets of P (so that a buffer can be
+ * extended and still hold one pattern). */
+static inline void tt_fill_range(void *p, size_t from, size_t to, uint64_t seed)
+{
+    unsigned char *b = p;
+    size_t i = from;
+    for (; i < to && i % 8; i++)
+        b[i] = tt_pattern_byte(i, seed);
+    uint64_t w = tt_mix64(seed) + (uint64_t)(i / 8) * TT_GOLDEN;
+    for (; i + 8 <= to; i += 8, w += TT_GOLDEN)
+        memcpy(b + i, &w, 8);
+    for (; i < to; i++)
+        b[i] = tt_pattern_byte(i, seed);
+}
+
+static inline void tt_fill(void *p, size_t n, uint64_t seed) { tt_fill_range(p, 0, n, seed); }
+
+/* Returns the offset of the first wrong byte, or SIZE_MAX when P[0..n) holds the pattern. */
+static inline size_t tt_check(const void *p, size_t n, uint64_t seed)
+{
+    const unsigned char *b = p;
+    uint64_t w = tt_mix64(seed);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8, w += TT_GOLDEN) {
+        uint64_t v;
+        memcpy(&v, b + i, 8);
+        if (v != w)
+            break;
+    }
+    for (; i < n; i++, w += (i % 8 == 0) ? TT_GOLDEN : 0) {
+        unsigned char e = (unsigned char)(w >> (8 * (i % 8)));
+        if (b[i] != e)
+            return i;
+    }
+    return SIZE_MAX;
+}
+
+/* The byte the pattern puts at offset I (for messages). */
+static inline unsigned tt_expected_byte(size_t i, uint64_t seed) { return tt_pattern_byte(i, seed); }
+
+/* Offset of the first nonzero byte, or SIZE_MAX. */
+static inline size_t tt_first_nonzero(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, b + i, 8);
+        if (v)
+            break;
+    }
+    for (; i < n; i++)
+        if (b[i])
+            return i;
+    return SIZE_MAX;
+}
+
+/* ------------------------------------------------------------------------------------
+ * /proc figures.
+ * ---------------------------------------------------------------------------------- */
+
+/* Reads a whole (small) file into a malloc'd, NUL-terminated buffer; NULL on error. */
+static inline char *tt_read_file(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+}
+
+/* VmRSS of this process in KiB, or -1. */
+static inline long tt_rss_kib(void)
+{
+    char *s = tt_read_file("/proc/self/status", NULL);
+    long kib = -1;
+    if (s) {
+        char *l = strstr(s, "\nVmRSS:");
+        if (l)
+            kib = strtol(l + 7, NULL, 10);
+        free(s);
+    }
+    return kib;
+}
+
+/* A field of /proc/self/smaps_rollup (e.g. "LazyFree:") in KiB, or -1. */
+static inline long tt_rollup_kib(const char *field)
+{
+    char *s = tt_read_file("/proc/self/smaps_rollup", NULL);
+    long kib = -1;
+    if (s) {
+        char *l = strstr(s, field);
+        if (l)
+            kib = strtol(l + strlen(field), NULL, 10);
+        free(s);
+    }
+    return kib;
+}
+
+/* Counts the lines of /proc/self/maps, and those overlapping tide's ranges. */
+struct tt_vmas {
+    int total;
+    int tide;
+    size_t nranges;
+};
+
+static inline struct tt_vmas tt_count_vmas(void)
+{
+    struct tt_vmas v = {0, 0, 0};
+    uintptr_t r[64][2];
+    size_t nr = 0;
+#ifndef TIDE_TEST_GLIBC
+    nr = tide_ranges(r, 64);
+#endif
+    v.nranges = nr;
+    if (nr > 64)
+        nr = 64;
+    char *maps = tt_read_file("/proc/self/maps", NULL);
+    if (!maps)
+        return (struct tt_vmas){-1, -1, nr};
+    for (char *l = maps; *l;) {
+        char *nl = strchr(l, '\n');
+        uintptr_t lo = 0, hi = 0;
+        if (sscanf(l, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2) {
+            v.total++;
+            for (size_t i = 0; i < nr; i++)
+                if (lo < r[i][1] && r[i][0] < hi) {
+                    v.tide++;
+                    break;
+                }
+        }
+        if (!nl)
+            break;
+        l = nl + 1;
+    }
+    free(maps);
+    return v;
+}
+
+/* True when [p, p+n) lies inside one of tide's ranges (always true in glibc mode). */
+static inline bool tt_in_tide(const void *p, size_t n)
+{
+#ifdef TIDE_TEST_GLIBC
+    (void)p;
+    (void)n;
+    return true;
+#else
+    uintptr_t r[64][2];
+    size_t nr = tide_ranges(r, 64);
+    uintptr_t a = (uintptr_t)p;
+    for (size_t i = 0; i < nr && i < 64; i++)
+        if (a >= r[i][0] && a < r[i][1] && n <= r[i][1] - a)
+            return true;
+    return false;
+#endif
+}
+
+/* tide_check(): tide's own walk of its heap, verifying its invariants (0 = sound; it
+ * prints the first broken one on stderr).  Always 0 in glibc mode. */
+static inline int tt_heap_check(void)
+{
+#ifdef TIDE_TEST_GLIBC
+    return 0;
+#else
+    return tide_check();
+#endif
+}
+
+/* ------------------------------------------------------------------------------------
+ * Failures seen in threads other than Criterion's: Criterion's assertions must run on
+ * the test's own thread, so workers record the first failure and stop; the test thread
+ * then asserts on it.
+ * ---------------------------------------------------------------------------------- */
+static char tt_failure[1024];
+static atomic_int tt_failed;
+
+static inline void tt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void tt_fail(const char *fmt, ...)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&tt_failed, &expected, 1))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tt_failure, sizeof tt_failure, fmt, ap);
+    va_end(ap);
+}
+
+static inline bool tt_has_failed(void) { return atomic_load_explicit(&tt_failed, memory_order_relaxed); }
+
+/* Prints a figure where `make check` keeps it: the test's log (test/<kind>/<suite>.log). */
+#define tt_report(...)                                                                 \
+    do {                                                                               \
+        fprintf(stderr, "[tide-test] " __VA_ARGS__);                                   \
+        fputc('\n', stderr);                                                           \
+        fflush(stderr);                                                                \
+    } while (0)
+
+#endif /* TIDE_TEST_SUPPORT_H */

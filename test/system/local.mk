@@ -1,0 +1,100 @@
+# test/system/: tide in whole processes: real programs under LD_PRELOAD, fork, start-up,
+# purging and decay, large realloc and its VMAs, the VMA count, vm.max_map_count.
+if HAVE_CRITERION
+tide_system_suites = test/system/fork test/system/preload test/system/vma
+check_PROGRAMS += $(tide_system_suites)
+TESTS += $(tide_system_suites)
+
+# fork() while other threads allocate, and programs that fork as real programs do.
+test_system_fork_SOURCES = test/system/fork.c $(tide_test_support)
+test_system_fork_CPPFLAGS = $(tide_test_cppflags) -DFORK_PROBE=\"$(abs_top_builddir)/test/system/fork_probe\"
+test_system_fork_CFLAGS = $(tide_test_cflags)
+test_system_fork_LDFLAGS = -no-install
+test_system_fork_LDADD = $(tide_test_ldadd)
+# the program test/system/fork runs must be built first
+EXTRA_test_system_fork_DEPENDENCIES = test/system/fork_probe$(EXEEXT)
+
+# test/system/fork runs this: it forks from a signal handler, beside stdio, popen, system,
+# posix_spawn and dlopen threads.
+check_PROGRAMS += test/system/fork_probe
+test_system_fork_probe_SOURCES = test/system/fork_probe.c
+test_system_fork_probe_CPPFLAGS = $(AM_CPPFLAGS)
+test_system_fork_probe_CFLAGS = $(AM_CFLAGS) -O2 -g -fno-builtin
+test_system_fork_probe_LDFLAGS = -no-install
+test_system_fork_probe_LDADD = src/libtide.la $(PTHREAD_LIBS) -ldl
+
+# Real programs (python3, sort, gcc, git) with LD_PRELOAD=libtide.so behave as without it.
+test_system_preload_SOURCES = test/system/preload.c $(tide_test_support)
+test_system_preload_CPPFLAGS = $(tide_test_cppflags) \
+	-DTIDE_PROBE_SO=\"$(abs_top_builddir)/test/system/.libs/libmallocprobe.so\"
+test_system_preload_CFLAGS = $(tide_test_cflags)
+test_system_preload_LDFLAGS = -no-install
+test_system_preload_LDADD = $(tide_test_ldadd)
+# the probe must be built before test/system/preload runs
+EXTRA_test_system_preload_DEPENDENCIES = test/system/libmallocprobe.la
+
+# The probe test/system/preload preloads beside libtide: it records, in every process
+# started, which library serves malloc and whether a fresh malloc lies inside tide_ranges().
+check_LTLIBRARIES += test/system/libmallocprobe.la
+test_system_libmallocprobe_la_SOURCES = test/system/preload_probe.c
+test_system_libmallocprobe_la_CFLAGS = $(AM_CFLAGS) -O2 -g
+test_system_libmallocprobe_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+EXTRA_DIST += test/system/preload_py.py test/system/preload_git.sh test/system/preload_input.c
+
+# The VMA count of a heap that churned 1 GiB.
+test_system_vma_SOURCES = test/system/vma.c $(tide_test_support)
+test_system_vma_CPPFLAGS = $(tide_test_cppflags)
+test_system_vma_CFLAGS = $(tide_test_cflags)
+test_system_vma_LDFLAGS = -no-install
+test_system_vma_LDADD = $(tide_test_ldadd)
+
+# Purge policies, decay, the idle purger, TIDE_CONF and statistics, through
+# test/system/purge_probe run in fresh processes.
+check_PROGRAMS += test/system/purge_probe test/system/purge
+TESTS += test/system/purge
+test_system_purge_probe_SOURCES = test/system/purge_probe.c
+test_system_purge_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
+test_system_purge_probe_LDFLAGS = -no-install
+test_system_purge_SOURCES = test/system/purge.c
+test_system_purge_CPPFLAGS = $(AM_CPPFLAGS) $(CRITERION_CFLAGS) \
+	-DPROBE_PATH=\"$(abs_top_builddir)/test/system/purge_probe\" \
+	-DTIDE_WRAPPER=\"$(abs_top_builddir)/src/tide\" -DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\"
+test_system_purge_LDADD = src/libtide.la $(CRITERION_LIBS)
+test_system_purge_LDFLAGS = -no-install
+EXTRA_test_system_purge_DEPENDENCIES = test/system/purge_probe$(EXEEXT)
+
+# Large realloc: in place, mremap moves, heals, the VMA budget.
+check_PROGRAMS += test/system/large_realloc
+TESTS += test/system/large_realloc
+test_system_large_realloc_SOURCES = test/system/large_realloc.c
+test_system_large_realloc_CPPFLAGS = $(AM_CPPFLAGS) $(CRITERION_CFLAGS)
+test_system_large_realloc_LDADD = src/libtide.la $(CRITERION_LIBS)
+test_system_large_realloc_LDFLAGS = -no-install
+
+# Start-up from a library constructor, dlsym, the dynamic loader, TLS destructors.
+check_LTLIBRARIES += test/system/libinit_lib.la
+check_PROGRAMS += test/system/init_probe test/system/init
+TESTS += test/system/init
+test_system_libinit_lib_la_SOURCES = test/system/init_lib.c
+test_system_libinit_lib_la_LDFLAGS = -rpath /nowhere -avoid-version
+test_system_init_probe_SOURCES = test/system/init_probe.c
+# init_lib comes first so its constructor may run before tide's.
+test_system_init_probe_LDADD = test/system/libinit_lib.la src/libtide.la -ldl
+test_system_init_probe_LDFLAGS = -no-install
+test_system_init_SOURCES = test/system/init.c
+test_system_init_CPPFLAGS = $(AM_CPPFLAGS) $(CRITERION_CFLAGS) \
+	-DINIT_PROBE=\"$(abs_top_builddir)/test/system/init_probe\" \
+	-DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\"
+test_system_init_LDADD = src/libtide.la $(CRITERION_LIBS)
+test_system_init_LDFLAGS = -no-install
+EXTRA_test_system_init_DEPENDENCIES = test/system/init_probe$(EXEEXT)
+
+# Correct allocations near vm.max_map_count, with only a few hundred VMAs left.
+check_PROGRAMS += test/system/mapcount
+TESTS += test/system/mapcount
+test_system_mapcount_SOURCES = test/system/mapcount.c
+test_system_mapcount_CPPFLAGS = $(rel_cppflags)
+test_system_mapcount_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
+test_system_mapcount_LDFLAGS = $(rel_ldflags)
+test_system_mapcount_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+endif
