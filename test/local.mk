@@ -20,11 +20,11 @@
 TEST_ALLOC = tide
 tide_test_glibc = $(filter glibc,$(TEST_ALLOC))
 
-# The helper header (the suites that use it list it among their sources).
-tide_test_support = test/support/support.h
+# The helper header and the child runner, compiled into the programs that use them.
+tide_test_support = test/support/support.h test/support/child.h test/support/child.c
 
 tide_test_ldadd = $(if $(tide_test_glibc),,src/libtide.la) $(CRITERION_LIBS) $(PTHREAD_LIBS)
-tide_test_cppflags = $(AM_CPPFLAGS) -I$(top_builddir)/test/support -I$(top_srcdir)/test/support \
+tide_test_cppflags = $(AM_CPPFLAGS) -DTIDE_TEST_DUAL -I$(top_builddir)/test/support -I$(top_srcdir)/test/support \
 	-DTIDE_SO=\"$(abs_top_builddir)/src/.libs/libtide.so\" \
 	-DTIDE_TEST_SRCDIR=\"$(abs_top_srcdir)/test\"
 # -fno-builtin: the compiler must not fold or drop malloc/free pairs the tests make on purpose.

@@ -1504,31 +1504,14 @@ Test(api, trim_and_purge_return_under_every_setting, .timeout = 30)
 #endif
 }
 
+static void call(void *fn) { ((void (*)(void))fn)(); }
+
 /* Runs FN with fd 2 sent to a file; returns what was written there (and to fd 1 in *out). */
 static char *capture_fds(void (*fn)(void), char **out)
 {
-    char errpath[] = "/tmp/tide-test-stderr-XXXXXX", outpath[] = "/tmp/tide-test-stdout-XXXXXX";
-    int efd = mkstemp(errpath), ofd = mkstemp(outpath);
-    cr_assert(efd >= 0 && ofd >= 0);
-    fflush(stdout);
-    fflush(stderr);
-    int save2 = dup(2), save1 = dup(1);
-    dup2(efd, 2);
-    dup2(ofd, 1);
-    fn();
-    fflush(stdout);
-    fflush(stderr);
-    dup2(save2, 2);
-    dup2(save1, 1);
-    close(save2);
-    close(save1);
-    close(efd);
-    close(ofd);
-    char *e = tt_read_file(errpath, NULL);
-    *out = tt_read_file(outpath, NULL);
-    unlink(errpath);
-    unlink(outpath);
-    return e;
+    char *err;
+    tt_capture(call, (void *)fn, out, &err);
+    return err;
 }
 
 static void call_malloc_stats(void) { malloc_stats(); }

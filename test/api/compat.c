@@ -48,51 +48,13 @@ struct run {
 static struct run run_capture(const char *path, const char *const *args, const char *preload,
                               const char *const *extra)
 {
-    char outp[] = "/tmp/tide-compat-out-XXXXXX", errp[] = "/tmp/tide-compat-err-XXXXXX";
-    int ofd = mkstemp(outp), efd = mkstemp(errp);
-    cr_assert(ofd >= 0 && efd >= 0, "mkstemp: %s", strerror(errno));
-    size_t nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    const char **env = calloc(nenv + 16, sizeof *env);
-    size_t k = 0;
-    for (size_t i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "LD_PRELOAD=", 11) && strncmp(environ[i], "TIDE_CONF=", 10))
-            env[k++] = environ[i];
-    for (size_t i = 0; extra && extra[i]; i++)
-        env[k++] = extra[i];
-    char pre[1024];
-    if (preload) {
-        snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
-        env[k++] = pre;
-    }
-    env[k] = NULL;
     const char *argv[16] = {path};
     for (size_t i = 0; args && args[i] && i < 14; i++)
         argv[i + 1] = args[i];
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    cr_assert(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        dup2(ofd, 1);
-        dup2(efd, 2);
-        int in = open("/dev/null", O_RDONLY);
-        dup2(in, 0);
-        execve(path, (char *const *)argv, (char *const *)env);
-        _exit(127);
-    }
-    struct run r = {0};
-    cr_assert_eq(waitpid(pid, &r.status, 0), pid);
-    close(ofd);
-    close(efd);
-    r.out = tt_read_file(outp, NULL);
-    r.err = tt_read_file(errp, NULL);
-    unlink(outp);
-    unlink(errp);
-    free(env);
-    cr_assert(r.out && r.err);
-    return r;
+    struct tt_child_spec spec = {.path = path, .argv = argv, .preload = preload, .env = extra};
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0, "cannot run %s: %s", path, strerror(errno));
+    return (struct run){c.out, c.err, c.status};
 }
 
 static __attribute__((unused)) void run_free(struct run *r)
@@ -503,29 +465,34 @@ static void *cancel_victim(void *arg)
     return NULL; /* not reached */
 }
 
+struct cancel_run {
+    const struct cancel_case *c;
+    void *ret;   /* what the thread ended with */
+    int created; /* pthread_create's result */
+};
+
+/* One victim thread, its stderr captured. */
+static void run_cancel_victim(void *arg)
+{
+    struct cancel_run *r = arg;
+    __atomic_store_n(&cancel_returned, 0, __ATOMIC_RELAXED);
+    pthread_t t;
+    r->created = pthread_create(&t, NULL, cancel_victim, (void *)r->c);
+    if (r->created == 0)
+        pthread_join(t, &r->ret);
+}
+
 Test(compat, no_call_acts_on_a_pending_cancel, .timeout = 60)
 {
     char report[4096] = "";
     size_t bad = 0, ncases = sizeof cancel_cases / sizeof *cancel_cases;
     for (size_t i = 0; i < ncases; i++) {
         const struct cancel_case *c = &cancel_cases[i];
-        char errpath[] = "/tmp/tide-compat-cancel-XXXXXX";
-        int efd = mkstemp(errpath);
-        cr_assert(efd >= 0);
-        fflush(stderr);
-        int saved = dup(2);
-        dup2(efd, 2);
-        close(efd);
-        __atomic_store_n(&cancel_returned, 0, __ATOMIC_RELAXED);
-        pthread_t t;
-        cr_assert_eq(pthread_create(&t, NULL, cancel_victim, (void *)c), 0);
-        void *ret = NULL;
-        pthread_join(t, &ret);
-        dup2(saved, 2);
-        close(saved);
-        char *err = tt_read_file(errpath, NULL);
-        unlink(errpath);
-        cr_assert(err);
+        struct cancel_run run = {c, NULL, -1};
+        char *err;
+        tt_capture(run_cancel_victim, &run, NULL, &err);
+        cr_assert_eq(run.created, 0, "pthread_create: %s", strerror(run.created));
+        void *ret = run.ret;
         size_t len = strlen(report);
         if (!__atomic_load_n(&cancel_returned, __ATOMIC_RELAXED)) {
             bad++;

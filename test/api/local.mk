@@ -46,7 +46,7 @@ test_api_secure_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
 # runs test/api/misuse_helper in a child.  Always against libtide (the lines are tide's).
 check_PROGRAMS += test/api/misuse_report test/api/misuse_helper
 TESTS += test/api/misuse_report
-test_api_misuse_report_SOURCES = test/api/misuse_report.c
+test_api_misuse_report_SOURCES = test/api/misuse_report.c test/support/child.h test/support/child.c
 test_api_misuse_report_CPPFLAGS = $(rel_cppflags) -DMISUSE_HELPER=\"$(abs_top_builddir)/test/api/misuse_helper$(EXEEXT)\"
 test_api_misuse_report_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
 test_api_misuse_report_LDFLAGS = $(rel_ldflags)
@@ -65,7 +65,8 @@ endif
 # allocator must work (issue 14).
 check_PROGRAMS += test/api/static_names
 TESTS += test/api/static_names
-test_api_static_names_SOURCES = test/api/static_names.c
+test_api_static_names_SOURCES = test/api/static_names.c test/support/child.h test/support/child.c
+test_api_static_names_CPPFLAGS = $(rel_cppflags)
 test_api_static_names_CFLAGS = $(AM_CFLAGS) -O2 -g -fno-builtin
 test_api_static_names_LDFLAGS = -no-install -static
 test_api_static_names_LDADD = src/libtide.la $(PTHREAD_LIBS)

@@ -93,15 +93,14 @@ static void no_core_dumps(void)
     setrlimit(RLIMIT_CORE, &rl);
 }
 
-static const char *describe_status(int st, char *buf, size_t len)
+/* In the child: commit the misuse; getting past it is a failure the parent reports. */
+static int commit_in_child(void *m)
 {
-    if (WIFEXITED(st))
-        snprintf(buf, len, "exited with status %d", WEXITSTATUS(st));
-    else if (WIFSIGNALED(st))
-        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
-    else
-        snprintf(buf, len, "ended with wait status %#x", st);
-    return buf;
+    commit(m);
+    static const char msg[] = "<the call returned>\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        return 98;
+    return 99;
 }
 
 /*
@@ -111,49 +110,20 @@ static const char *describe_status(int st, char *buf, size_t len)
 static void expect_abort(const struct misuse *m, const char *what, const char *const *expected)
 {
     no_core_dumps();
-    int pfd[2];
-    cr_assert_eq(pipe(pfd), 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    cr_assert(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        close(pfd[0]);
-        dup2(pfd[1], 2);
-        close(pfd[1]);
-        alarm(20); /* a deadlock fails the test instead of hanging it */
-        commit(m);
-        static const char msg[] = "<the call returned>\n";
-        if (write(2, msg, sizeof msg - 1) < 0)
-            _exit(98);
-        _exit(99);
-    }
-    close(pfd[1]);
-    char out[4096];
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = read(pfd[0], out + n, sizeof out - 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        if (n == sizeof out - 1)
-            break;
-    }
-    out[n] = 0;
-    close(pfd[0]);
-    int st;
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    /* a deadlock fails the test instead of hanging it */
+    struct tt_child_spec spec = {.fn = commit_in_child, .arg = (void *)m, .timeout_s = 20};
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0, "fork: %s", strerror(errno));
+    const char *out = c.err;
     char sbuf[128];
 #ifdef TIDE_TEST_GLIBC
     /* glibc detects some of these with its own words and misses others: just report */
     (void)expected;
-    fprintf(stderr, "[tide-test] glibc mode: %s -> %s, stderr \"%s\"\n", what, describe_status(st, sbuf, sizeof sbuf), out);
+    fprintf(stderr, "[tide-test] glibc mode: %s -> %s, stderr \"%s\"\n", what, tt_child_how(&c, sbuf, sizeof sbuf), out);
     abort(); /* what tide must do in the test process itself */
 #else
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: the child %s instead of aborting; its stderr: \"%s\"", what,
-              describe_status(st, sbuf, sizeof sbuf), out);
+    cr_assert(tt_child_signalled(&c, SIGABRT), "%s: the child %s instead of aborting; its stderr: \"%s\"", what,
+              tt_child_how(&c, sbuf, sizeof sbuf), out);
     bool ok = false;
     for (const char *const *e = expected; *e && !ok; e++)
         ok = strcmp(out, *e) == 0;

@@ -9,7 +9,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,72 +16,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
+
 #ifndef MISUSE_HELPER
 #define MISUSE_HELPER "test/api/misuse_helper"
 #endif
 
 typedef struct outcome_s {
     int status;
-    char out[4096], err[4096];
+    char *out, *err;
     void *ptr[4];
     int nptr;
 } outcome_t;
 
-static void slurp(int fd_out, int fd_err, outcome_t *o)
-{
-    size_t no = 0, ne = 0;
-    struct pollfd pf[2] = { { fd_out, POLLIN, 0 }, { fd_err, POLLIN, 0 } };
-    int open_fds = 2;
-    while (open_fds > 0) {
-        if (poll(pf, 2, 30000) <= 0)
-            break;
-        for (int i = 0; i < 2; i++) {
-            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            char *buf = i ? o->err : o->out;
-            size_t *n = i ? &ne : &no;
-            ssize_t r = read(pf[i].fd, buf + *n, sizeof o->out - 1 - *n);
-            if (r <= 0) {
-                pf[i].fd = -1;
-                open_fds--;
-            } else {
-                *n += (size_t)r;
-            }
-        }
-    }
-    o->out[no] = '\0';
-    o->err[ne] = '\0';
-}
-
-/* Run the helper for CASE with TIDE_CONF=CONF (NULL: unset). */
+/* Run the helper for CASE with TIDE_CONF=CONF (NULL: unset); a helper silent for 30 s is
+ * killed as hung. */
 static void run_case(const char *c, const char *conf, outcome_t *o)
 {
     memset(o, 0, sizeof *o);
-    int po[2], pe[2];
-    cr_assert(pipe(po) == 0 && pipe(pe) == 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        close(po[0]);
-        close(pe[0]);
-        close(po[1]);
-        close(pe[1]);
-        if (conf)
-            setenv("TIDE_CONF", conf, 1);
-        else
-            unsetenv("TIDE_CONF");
-        execl(MISUSE_HELPER, MISUSE_HELPER, c, (char *)NULL);
-        _exit(127);
-    }
-    close(po[1]);
-    close(pe[1]);
-    slurp(po[0], pe[0], o);
-    close(po[0]);
-    close(pe[0]);
-    cr_assert(waitpid(pid, &o->status, 0) == pid);
+    const char *argv[] = { MISUSE_HELPER, c, NULL };
+    struct tt_child_spec spec = { .path = MISUSE_HELPER, .argv = argv, .conf = conf, .silence_s = 30 };
+    struct tt_child ch;
+    cr_assert(tt_child_run(&spec, &ch) == 0, "cannot run %s: %s", MISUSE_HELPER, strerror(errno));
+    cr_assert(!ch.hung, "%s: the helper hung (stdout: %s, stderr: %s)", c, ch.out, ch.err);
+    o->status = ch.status;
+    o->out = ch.out;
+    o->err = ch.err;
     for (char *l = o->out; (l = strstr(l, "ptr ")) != NULL && o->nptr < 4; l += 4)
         o->ptr[o->nptr++] = (void *)strtoull(l + 4, NULL, 16);
 }

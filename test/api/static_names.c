@@ -23,6 +23,8 @@
 
 #include "tide.h"
 
+#include "child.h"
+
 /* ---- the program's own names, all different from tide's -------------------------------- */
 
 struct rb_node {
@@ -179,36 +181,27 @@ static void *thread_main(void *arg)
 }
 
 /* tide's destructor prints its statistics at exit when stats is on: run it in a child. */
+static int exit_with_stats_on(void *unused)
+{
+    (void)unused;
+    if (tide_conf_set("stats", "on") != 0)
+        _exit(3);
+    exit(0);
+}
+
 static void check_destructor(void)
 {
-    int fds[2];
-    fflush(stdout);
-    if (pipe(fds) != 0) {
-        FAIL("pipe: %s", strerror(errno));
+    struct tt_child_spec spec = {.fn = exit_with_stats_on};
+    struct tt_child c;
+    if (tt_child_run(&spec, &c) != 0) {
+        FAIL("fork: %s", strerror(errno));
         return;
     }
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        if (tide_conf_set("stats", "on") != 0)
-            _exit(3);
-        exit(0);
-    }
-    close(fds[1]);
-    char out[8192];
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < sizeof out && (r = read(fds[0], out + n, sizeof out - 1 - n)) > 0)
-        n += (size_t)r;
-    out[n] = 0;
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        FAIL("the child that exits with stats on ended with status %#x", status);
-    else if (!strstr(out, "tide statistics"))
-        FAIL("tide's destructor did not run at exit (no statistics on stderr; got \"%.200s\")", out);
+    if (!tt_child_exited(&c, 0))
+        FAIL("the child that exits with stats on ended with status %#x", c.status);
+    else if (!strstr(c.err, "tide statistics"))
+        FAIL("tide's destructor did not run at exit (no statistics on stderr; got \"%.200s\")", c.err);
+    tt_child_free(&c);
 }
 
 int main(void)

@@ -13,8 +13,8 @@ if HAVE_CRITERION
 check_PROGRAMS += test/bench/bench_programs
 TESTS += test/bench/bench_programs
 test_bench_bench_programs_SOURCES = test/bench/ebizzy_options.c test/bench/ebizzy_runs.c \
-	test/bench/bench_programs.c test/bench/run.c test/bench/run.h
-test_bench_bench_programs_CPPFLAGS = $(AM_CPPFLAGS) \
+	test/bench/bench_programs.c test/bench/run.c test/bench/run.h test/support/child.h test/support/child.c
+test_bench_bench_programs_CPPFLAGS = $(rel_cppflags) \
 	-DEBIZZY_PATH=\"$(abs_top_builddir)/bench/ebizzy\" \
 	-DREALLOC_PATH=\"$(abs_top_builddir)/bench/realloc\" \
 	-DIDLE_PATH=\"$(abs_top_builddir)/bench/idle\" \

@@ -2,8 +2,8 @@
  * run.h - run bench/ebizzy (or any program) in a child process, with a
  * chosen LD_PRELOAD, and capture its exit status, stdout and stderr for the tests.
  */
-#ifndef TEST_EBIZZY_RUN_H
-#define TEST_EBIZZY_RUN_H
+#ifndef TIDE_TEST_BENCH_RUN_H
+#define TIDE_TEST_BENCH_RUN_H
 
 #include <stdbool.h>
 

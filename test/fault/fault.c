@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tide.h"
+#include "support.h"
 
 enum {
     F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
@@ -47,25 +47,6 @@ static void disarm(void)
 }
 
 static void conf(const char *k, const char *v) { cr_assert(tide_conf_set(k, v) == 0, "tide_conf_set(%s, %s)", k, v); }
-
-static tide_stats_t stats(void)
-{
-    tide_stats_t s;
-    tide_stats_get(&s, sizeof s);
-    return s;
-}
-
-/* tide_check() passes and the statistics reconcile. */
-static void heap_ok(const char *when)
-{
-    cr_assert(tide_check() == 0, "tide_check() failed %s", when);
-    tide_stats_t s = stats();
-    cr_assert(s.active + s.dirty + s.lazy + s.clean + s.metadata == s.mapped,
-              "stats do not reconcile %s: %lu + %lu + %lu + %lu + %lu != %lu", when, (unsigned long)s.active,
-              (unsigned long)s.dirty, (unsigned long)s.lazy, (unsigned long)s.clean, (unsigned long)s.metadata,
-              (unsigned long)s.mapped);
-    cr_assert(s.allocated <= s.active, "allocated > active %s", when);
-}
 
 /* ---- patterns: every word up to 64 KiB, then the first and last 4 KiB and a word a page -- */
 
@@ -145,7 +126,7 @@ Test(fault, map_failures_give_enomem_and_leak_nothing, .timeout = 300)
     void *w = malloc(1000);
     free(w);
     tide_malloc_trim(0);
-    tide_stats_t base = stats();
+    tide_stats_t base = tt_stats();
 
     /* Every mapping fails: large blocks until the free space is gone, then every kind of
      * call, then small objects until no slab can be had. */
@@ -206,7 +187,7 @@ Test(fault, map_failures_give_enomem_and_leak_nothing, .timeout = 300)
     cr_expect(bad_errno == 0, "%lu failed calls did not give NULL with ENOMEM", bad_errno);
     cr_expect(nulls > 8, "no allocation failed while every mapping failed");
     cr_assert(heap_ok_under_faults, "tide_check() failed while the faults were on");
-    heap_ok("after map failures");
+    tt_assert_heap_ok("after map failures");
     size_t broken = 0;
     for (size_t i = 0; i < nb; i++)
         broken += bad_words(b[i].p, b[i].n, b[i].p);
@@ -221,8 +202,8 @@ Test(fault, map_failures_give_enomem_and_leak_nothing, .timeout = 300)
     for (size_t i = 0; i < nb; i++)
         free(b[i].p);
     tide_malloc_trim(0);
-    heap_ok("after freeing everything");
-    tide_stats_t end = stats();
+    tt_assert_heap_ok("after freeing everything");
+    tide_stats_t end = tt_stats();
     cr_expect(end.allocated <= base.allocated + 16384, "leak: allocated %lu at the start, %lu at the end",
               (unsigned long)base.allocated, (unsigned long)end.allocated);
     /* Active pages: the same, but for the one empty slab a bin may keep per class. */
@@ -233,7 +214,7 @@ Test(fault, map_failures_give_enomem_and_leak_nothing, .timeout = 300)
 Test(fault, large_blocks_return_active_exactly, .timeout = 120)
 {
     tide_malloc_trim(0);
-    tide_stats_t base = stats();
+    tide_stats_t base = tt_stats();
     block_t b[64];
     size_t nb = 0;
     unsigned long nulls = 0;
@@ -249,11 +230,11 @@ Test(fault, large_blocks_return_active_exactly, .timeout = 120)
     disarm();
     cr_log_info("map faults after 3 mappings: %lu of 64 large allocations failed with ENOMEM", nulls);
     cr_expect(nulls > 0);
-    heap_ok("with large blocks");
+    tt_assert_heap_ok("with large blocks");
     for (size_t i = 0; i < nb; i++)
         free(b[i].p);
-    heap_ok("after freeing them");
-    tide_stats_t end = stats();
+    tt_assert_heap_ok("after freeing them");
+    tide_stats_t end = tt_stats();
     cr_expect(end.nmalloc_large - end.nfree_large == base.nmalloc_large - base.nfree_large,
               "large blocks live: %lu at the start, %lu after freeing them all",
               (unsigned long)(base.nmalloc_large - base.nfree_large), (unsigned long)(end.nmalloc_large - end.nfree_large));
@@ -270,7 +251,7 @@ static const char *const scen_names[NSCEN] = { "malloc", "realloc", "slabs", "po
 
 static int trial(int scen, long skip, long count, void *live, size_t live_n)
 {
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     size_t want = s0.mapped + 8 * MiB; /* more than any free run: the range must grow */
     void *p = NULL;
     int rc = 0, failed = 0;
@@ -295,7 +276,7 @@ static int trial(int scen, long skip, long count, void *live, size_t live_n)
                 break;
             }
             ns++;
-            if (stats().mapped != s0.mapped)
+            if (tt_stats().mapped != s0.mapped)
                 break;
         }
         break;
@@ -315,7 +296,7 @@ static int trial(int scen, long skip, long count, void *live, size_t live_n)
         return 10; /* a failure that is not ENOMEM */
     if (tide_check() != 0)
         return 11;
-    tide_stats_t s = stats();
+    tide_stats_t s = tt_stats();
     if (s.active + s.dirty + s.lazy + s.clean + s.metadata != s.mapped)
         return 12;
     if (scen == S_REALLOC) {
@@ -352,6 +333,19 @@ static int trial(int scen, long skip, long count, void *live, size_t live_n)
     return s.grows - s0.grows > (uint64_t)skip ? 0 : 2;
 }
 
+struct trial_arg {
+    int scen;
+    long skip, count;
+    void *live;
+    size_t live_n;
+};
+
+static int trial_main(void *arg)
+{
+    struct trial_arg *a = arg;
+    return trial(a->scen, a->skip, a->count, a->live, a->live_n);
+}
+
 Test(fault, map_fault_at_every_step_of_growth, .timeout = 600)
 {
     static const long skips[] = { 0, 1, 2, 3 };
@@ -369,13 +363,11 @@ Test(fault, map_fault_at_every_step_of_growth, .timeout = 600)
     for (int sc = 0; sc < NSCEN; sc++) {
         for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
             for (size_t j = 0; j < sizeof counts / sizeof counts[0]; j++) {
-                fflush(NULL);
-                pid_t pid = fork();
-                cr_assert(pid >= 0);
-                if (pid == 0)
-                    _exit(trial(sc, skips[i], counts[j], live, live_n));
-                int st;
-                cr_assert(waitpid(pid, &st, 0) == pid);
+                struct trial_arg a = { sc, skips[i], counts[j], live, live_n };
+                struct tt_child_spec spec = { .fn = trial_main, .arg = &a, .keep_output = true };
+                struct tt_child c;
+                cr_assert(tt_child_run(&spec, &c) == 0);
+                int st = c.status;
                 cr_expect(WIFEXITED(st) && WEXITSTATUS(st) <= 2,
                           "%s with map faults after %ld calls, %ld of them: %s %d", scen_names[sc], skips[i], counts[j],
                           WIFEXITED(st) ? "check failed, code" : "killed by signal",
@@ -441,17 +433,17 @@ Test(fault, mremap_failure_makes_realloc_copy, .timeout = 120)
         char *a = blocked_block(n, &blocker);
         cr_assert(a != NULL, "no block with a live neighbour after it");
         fill(a, n, a);
-        tide_stats_t s0 = stats();
+        tide_stats_t s0 = tt_stats();
         arm(F_MOVE, 0, 1);
         char *q = realloc(a, 4 * n);
         disarm();
         cr_assert(q != NULL, "realloc failed when mremap did: it must copy");
-        tide_stats_t s1 = stats();
+        tide_stats_t s1 = tt_stats();
         cr_expect(bad_words(q, n, a) == 0, "contents lost when mremap failed (round %d)", round);
         cr_expect(s1.remap_moves == s0.remap_moves, "a move was counted although mremap failed");
         cr_expect(s1.remap_copies == s0.remap_copies + 1, "the realloc did not copy");
         copies_by_fault += s1.remap_copies - s0.remap_copies;
-        heap_ok("after a failed mremap");
+        tt_assert_heap_ok("after a failed mremap");
         /* Without the fault a blocked realloc moves pages again. */
         free(q);
         void *blocker2;
@@ -461,17 +453,17 @@ Test(fault, mremap_failure_makes_realloc_copy, .timeout = 120)
         char *q2 = realloc(b2, 4 * n);
         cr_assert(q2 != NULL);
         cr_expect(bad_words(q2, n, b2) == 0, "contents lost by a realloc after the faults stopped");
-        heap_ok("after a realloc without faults");
+        tt_assert_heap_ok("after a realloc without faults");
         free(q2);
         free(blocker);
         free(blocker2);
     }
     free_fillers();
-    tide_stats_t s = stats();
+    tide_stats_t s = tt_stats();
     cr_log_info("mremap faults: %lu injected, each made realloc copy; %lu moves without faults", copies_by_fault,
                 (unsigned long)s.remap_moves);
     cr_expect(s.remap_moves > 0, "no realloc moved pages once mremap worked again");
-    heap_ok("at the end");
+    tt_assert_heap_ok("at the end");
 }
 
 /* ---- purging fails: the pages stay dirty ------------------------------------------------ */
@@ -492,18 +484,18 @@ static void purge_failure(const char *policy, bool vector)
     }
     for (int i = 0; i < (vector ? N : 1); i++)
         free(blk[i]);
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     cr_assert(s0.dirty >= (vector ? N : 1) * n);
 
     arm(F_PURGE, 0, ALWAYS);
     size_t purged = tide_purge();
     disarm();
-    tide_stats_t s1 = stats();
+    tide_stats_t s1 = tt_stats();
     cr_expect(purged == 0, "tide_purge() claims %zu bytes although every purge failed", purged);
     cr_expect(s1.dirty == s0.dirty && s1.clean == s0.clean && s1.lazy == s0.lazy,
               "a failed purge changed the page states (dirty %lu -> %lu)", (unsigned long)s0.dirty,
               (unsigned long)s1.dirty);
-    heap_ok("after a failed purge");
+    tt_assert_heap_ok("after a failed purge");
     /* Memory whose purge failed may hold old bytes: calloc must still hand out zeros. */
     unsigned char *z = calloc(1, n);
     cr_assert(z != NULL);
@@ -519,15 +511,15 @@ static void purge_failure(const char *policy, bool vector)
     for (int i = vector ? N : 1; i < N; i++)
         free(blk[i]);
     disarm();
-    heap_ok("after frees whose purges failed");
-    tide_stats_t s2 = stats();
+    tt_assert_heap_ok("after frees whose purges failed");
+    tide_stats_t s2 = tt_stats();
     cr_expect(s2.dirty >= s0.dirty, "memory was counted purged although the purges failed");
 
     /* Faults off: the same memory purges. */
     purged = tide_purge();
-    tide_stats_t s3 = stats();
+    tide_stats_t s3 = tt_stats();
     cr_expect(purged > 0 && s3.dirty < s2.dirty, "nothing purged once the faults stopped");
-    heap_ok("after a purge that worked");
+    tt_assert_heap_ok("after a purge that worked");
     for (int i = 0; i < N; i++)
         free(guard[i]);
     conf("decay_ms", "1000");
@@ -575,7 +567,7 @@ static void purge_scattered(int op, tide_stats_t *before, tide_stats_t *after)
     }
     for (int i = 0; i < N; i++)
         free(blk[i]);
-    *before = stats();
+    *before = tt_stats();
     cr_assert(before->dirty >= N * MiB);
     arm(op, 0, ALWAYS);
     errno = 4242;
@@ -584,10 +576,10 @@ static void purge_scattered(int op, tide_stats_t *before, tide_stats_t *after)
     disarm();
     /* The failed call that made tide fall back is tide's business, not the caller's. */
     cr_expect(err == 4242, "tide_purge() succeeded but changed errno to %d (%s)", err, strerror(err));
-    *after = stats();
+    *after = tt_stats();
     cr_expect(purged >= N * MiB && after->dirty == 0, "purged %zu bytes, %lu left dirty", purged,
               (unsigned long)after->dirty);
-    heap_ok("after a purge on an older kernel");
+    tt_assert_heap_ok("after a purge on an older kernel");
     for (int i = 0; i < N; i++)
         free(guard[i]);
 }
@@ -658,7 +650,7 @@ static void nap_1ms(void)
  * its purge is held just after its madvise, with purge_lock taken; thread B frees another
  * block meanwhile; then A's purge goes on.  Exit 0 when nothing is dirty once both frees
  * returned; 1 when B's pages stayed dirty; 3 and up when the scenario could not be set up. */
-static int contended_free_child(void)
+static int contended_free_child(void *unused)
 {
     if (tide_conf_set("purge", "dontneed") || tide_conf_set("decay_ms", "0") || tide_conf_set("thp", "off") ||
         tide_conf_set("background", "off"))
@@ -711,13 +703,10 @@ static int contended_free_child(void)
  * its runs before they were freed), until some later free came by. */
 Test(fault, decay_0_free_purges_while_another_thread_purges, .timeout = 120)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0)
-        _exit(contended_free_child());
-    int st;
-    cr_assert(waitpid(pid, &st, 0) == pid);
+    struct tt_child_spec spec = { .fn = contended_free_child, .keep_output = true };
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0);
+    int st = c.status;
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) != 1,
               "a free with decay_ms:0 left its pages dirty while another thread purged (see stderr)");
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) <= 1, "the scenario failed: %s %d",
@@ -736,10 +725,10 @@ Test(fault, heal_failure_keeps_the_heap_sound, .timeout = 120)
     char *a = blocked_block(n, &blocker);
     cr_assert(a != NULL);
     fill(a, n, a);
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     char *q = realloc(a, 4 * n);
     cr_assert(q != NULL);
-    tide_stats_t s1 = stats();
+    tide_stats_t s1 = tt_stats();
     cr_assert(s1.remap_moves == s0.remap_moves + 1, "the realloc did not move pages (moves %lu -> %lu)",
               (unsigned long)s0.remap_moves, (unsigned long)s1.remap_moves);
     cr_expect(bad_words(q, n, a) == 0);
@@ -748,10 +737,10 @@ Test(fault, heal_failure_keeps_the_heap_sound, .timeout = 120)
     arm(F_HEAL, 0, ALWAYS);
     free(q);
     disarm();
-    tide_stats_t s2 = stats();
+    tide_stats_t s2 = tt_stats();
     cr_expect(s2.remap_live == 0, "the freed block still counts as moved");
     cr_expect(s2.remap_heals == s1.remap_heals, "a heal was counted although it failed");
-    heap_ok("after a failed heal");
+    tt_assert_heap_ok("after a failed heal");
 
     /* The unhealed VMAs keep their budget: the next realloc that would move copies. */
     char *a2 = blocked_block(n, &blocker);
@@ -759,10 +748,10 @@ Test(fault, heal_failure_keeps_the_heap_sound, .timeout = 120)
     fill(a2, n, a2);
     char *q2 = realloc(a2, 4 * n);
     cr_assert(q2 != NULL);
-    tide_stats_t s3 = stats();
+    tide_stats_t s3 = tt_stats();
     cr_expect(bad_words(q2, n, a2) == 0, "contents lost");
     cr_expect(s3.remap_moves == s2.remap_moves, "a move although the VMA budget is spent");
-    heap_ok("after a copy for want of budget");
+    tt_assert_heap_ok("after a copy for want of budget");
 
     /* More budget: moves again, and a second move of the same block with its heal failing. */
     conf("remap_max", "16");
@@ -779,17 +768,17 @@ Test(fault, heal_failure_keeps_the_heap_sound, .timeout = 120)
     disarm();
     cr_assert(q4 != NULL && q5 != NULL);
     cr_expect(bad_words(q5, 8 * n, q3) == 0, "contents lost across moves with failing heals");
-    heap_ok("after moves with failing heals");
+    tt_assert_heap_ok("after moves with failing heals");
     free(q5);
     free(b2);
     free(b3);
     free(blocker);
     free_fillers();
-    heap_ok("after freeing");
+    tt_assert_heap_ok("after freeing");
 
     conf("remap_max", "16");
-    heap_ok("at the end");
-    tide_stats_t s4 = stats();
+    tt_assert_heap_ok("at the end");
+    tide_stats_t s4 = tt_stats();
     cr_log_info("heal faults: moves %lu, heals %lu, copies %lu, VMAs %lu", (unsigned long)s4.remap_moves,
                 (unsigned long)s4.remap_heals, (unsigned long)s4.remap_copies, (unsigned long)s4.vmas);
 }
@@ -803,20 +792,20 @@ Test(fault, heal_failure_on_shrink_keeps_the_vma_bound, .timeout = 60)
     conf("remap_threshold", "65536");
     conf("remap_max", "1");
     size_t n = 2 * MiB;
-    tide_stats_t h0 = stats();
+    tide_stats_t h0 = tt_stats();
     cr_assert(h0.vmas == 1, "tide's range starts in %lu VMAs", (unsigned long)h0.vmas);
     void *blocker;
     char *m = blocked_block(n, &blocker);
     cr_assert(m != NULL);
     char *mq = realloc(m, 4 * n);
     cr_assert(mq != NULL);
-    cr_assert(stats().remap_moves == h0.remap_moves + 1, "the realloc did not move pages");
+    cr_assert(tt_stats().remap_moves == h0.remap_moves + 1, "the realloc did not move pages");
     arm(F_HEAL, 0, ALWAYS);
     mq = realloc(mq, n / 2); /* shrink: healing the cut tail fails */
     disarm();
     cr_assert(mq != NULL);
     free(mq); /* heals the rest */
-    tide_stats_t h1 = stats();
+    tide_stats_t h1 = tt_stats();
     cr_log_info("heal faults on a shrink: %lu VMAs after freeing the block, %lu moved blocks live",
                 (unsigned long)h1.vmas, (unsigned long)h1.remap_live);
     /* Reallocs that would move: only as many as the budget allows. */
@@ -826,7 +815,7 @@ Test(fault, heal_failure_on_shrink_keeps_the_vma_bound, .timeout = 60)
         cr_assert(m2 != NULL);
         m2q[i] = realloc(m2, 4 * n);
         cr_assert(m2q[i] != NULL);
-        tide_stats_t h2 = stats();
+        tide_stats_t h2 = tt_stats();
         cr_log_info("  realloc %d: moves %lu copies %lu in place %lu vmas %lu", i, (unsigned long)h2.remap_moves,
                     (unsigned long)h2.remap_copies, (unsigned long)h2.remap_in_place, (unsigned long)h2.vmas);
         cr_expect(h2.vmas <= 1 + 2 * 1, "%lu VMAs in tide's range with remap_max:1 after a shrink whose heal failed "
@@ -838,7 +827,7 @@ Test(fault, heal_failure_on_shrink_keeps_the_vma_bound, .timeout = 60)
     }
     free(blocker);
     free_fillers();
-    heap_ok("at the end");
+    tt_assert_heap_ok("at the end");
 }
 
 /* ---- the OS layer keeps errno --------------------------------------------------------------- */
@@ -936,7 +925,7 @@ Test(fault, heal_failure_on_shrink_of_a_block_in_two_pieces_keeps_the_vma_bound,
     conf("remap_max", "3"); /* room for the two-piece block (3) beside its old place (2) */
     const uint64_t limit = 1 + 2 * 3;
     size_t n = 2 * MiB;
-    tide_stats_t h0 = stats();
+    tide_stats_t h0 = tt_stats();
     cr_assert(h0.vmas == 1, "tide's range starts in %lu VMAs", (unsigned long)h0.vmas);
     void *blocker;
     char *m = blocked_block(n, &blocker);
@@ -944,17 +933,17 @@ Test(fault, heal_failure_on_shrink_of_a_block_in_two_pieces_keeps_the_vma_bound,
     fill(m, n / 2, m);
     size_t size = 2 * n;
     char *q = realloc(m, size); /* moves: one piece of n bytes, then n grown in the range's VMA */
-    cr_assert(q != NULL && stats().remap_moves == h0.remap_moves + 1, "the first realloc did not move pages");
+    cr_assert(q != NULL && tt_stats().remap_moves == h0.remap_moves + 1, "the first realloc did not move pages");
     /* Grow it by n at a time, with blocks of n allocated meanwhile, until one lands after
      * it and the growth moves it again. */
-    for (int i = 0; i < 200 && stats().remap_moves == h0.remap_moves + 1; i++) {
+    for (int i = 0; i < 200 && tt_stats().remap_moves == h0.remap_moves + 1; i++) {
         cr_assert(nfillers < sizeof fillers / sizeof fillers[0]);
         fillers[nfillers++] = malloc(n);
         q = realloc(q, size + n);
         cr_assert(q != NULL);
         size += n;
     }
-    tide_stats_t h1 = stats();
+    tide_stats_t h1 = tt_stats();
     cr_assert(h1.remap_moves == h0.remap_moves + 2 && h1.remap_live == 1,
               "the block did not move a second time (moves %lu, live %lu)",
               (unsigned long)(h1.remap_moves - h0.remap_moves), (unsigned long)h1.remap_live);
@@ -965,7 +954,7 @@ Test(fault, heal_failure_on_shrink_of_a_block_in_two_pieces_keeps_the_vma_bound,
     cr_assert(s != NULL);
     cr_expect(bad_words(s, n / 2, m) == 0, "contents lost by the shrink");
     free(s); /* heals what is left of the block */
-    tide_stats_t h2 = stats();
+    tide_stats_t h2 = tt_stats();
     cr_log_info("two pieces, tail heal failed: %lu VMAs after the free, %lu extra counted", (unsigned long)h2.vmas,
                 (unsigned long)h2.remap_vmas);
     cr_expect(h2.vmas <= 1 + h2.remap_vmas, "%lu VMAs in tide's range but only %lu extra counted",
@@ -977,13 +966,13 @@ Test(fault, heal_failure_on_shrink_of_a_block_in_two_pieces_keeps_the_vma_bound,
         cr_assert(b != NULL);
         moved[i] = realloc(b, 2 * n);
         cr_assert(moved[i] != NULL);
-        tide_stats_t h3 = stats();
+        tide_stats_t h3 = tt_stats();
         cr_expect(h3.vmas <= limit, "%lu VMAs in tide's range with remap_max:3 after the stranded tail (%lu moves)",
                   (unsigned long)h3.vmas, (unsigned long)(h3.remap_moves - h2.remap_moves));
         cr_expect(h3.vmas <= 1 + h3.remap_vmas, "%lu VMAs in tide's range but only %lu extra counted",
                   (unsigned long)h3.vmas, (unsigned long)h3.remap_vmas);
     }
-    tide_stats_t h4 = stats();
+    tide_stats_t h4 = tt_stats();
     cr_log_info("then 4 blocked reallocs: %lu moves, %lu copies, %lu VMAs", (unsigned long)(h4.remap_moves - h2.remap_moves),
                 (unsigned long)(h4.remap_copies - h2.remap_copies), (unsigned long)h4.vmas);
     for (int i = 0; i < 4; i++) {
@@ -992,7 +981,7 @@ Test(fault, heal_failure_on_shrink_of_a_block_in_two_pieces_keeps_the_vma_bound,
     }
     free(blocker);
     free_fillers();
-    heap_ok("at the end");
+    tt_assert_heap_ok("at the end");
     conf("remap_max", "1");
 }
 
@@ -1007,12 +996,12 @@ Test(fault, heal_failure_at_free_leaves_pieces_that_later_moves_count, .timeout 
     conf("remap_max", "3");
     const uint64_t limit = 1 + 2 * 3;
     size_t n = 2 * MiB;
-    cr_assert(stats().vmas == 1);
+    cr_assert(tt_stats().vmas == 1);
     void *blocker;
     char *m = blocked_block(n, &blocker);
     cr_assert(m != NULL);
     char *q = realloc(m, 4 * n); /* one piece: [q, q + n) */
-    cr_assert(q != NULL && stats().remap_live == 1, "the realloc did not move pages");
+    cr_assert(q != NULL && tt_stats().remap_live == 1, "the realloc did not move pages");
     arm(F_HEAL, 0, ALWAYS);
     free(q);
     disarm();
@@ -1025,7 +1014,7 @@ Test(fault, heal_failure_at_free_leaves_pieces_that_later_moves_count, .timeout 
         across |= (uintptr_t)b < piece_hi && (uintptr_t)b + 3 * n / 2 > piece_hi;
         moved[i] = realloc(b, 3 * n);
         cr_assert(moved[i] != NULL);
-        tide_stats_t s = stats();
+        tide_stats_t s = tt_stats();
         cr_log_info("block at piece%+ld: %lu VMAs, %lu extra counted, %lu moves", (long)((uintptr_t)b - piece_lo),
                     (unsigned long)s.vmas, (unsigned long)s.remap_vmas, (unsigned long)s.remap_moves);
         cr_expect(s.vmas <= 1 + s.remap_vmas, "%lu VMAs in tide's range but only %lu extra counted",
@@ -1039,7 +1028,7 @@ Test(fault, heal_failure_at_free_leaves_pieces_that_later_moves_count, .timeout 
     }
     free(blocker);
     free_fillers();
-    heap_ok("at the end");
+    tt_assert_heap_ok("at the end");
     conf("remap_max", "1");
 }
 
@@ -1076,7 +1065,7 @@ Test(fault, refused_probe_fails_large_requests_and_maps_nothing, .timeout = 60)
     char *keep = malloc(64 * MiB);
     cr_assert(keep);
     fill(keep, 64 * MiB, keep);
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     arm(F_PROBE, 0, ALWAYS);
     errno = 0;
     void *p1 = malloc(big);
@@ -1087,7 +1076,7 @@ Test(fault, refused_probe_fails_large_requests_and_maps_nothing, .timeout = 60)
     errno = 0;
     char *k2 = realloc(keep, 64 * MiB + big);
     int e5 = errno;
-    tide_stats_t s1 = stats();
+    tide_stats_t s1 = tt_stats();
     void *small = malloc(200 * MiB); /* below the probe's threshold */
     char *grown = realloc(keep, 64 * MiB + 100 * MiB);
     disarm();
@@ -1101,13 +1090,13 @@ Test(fault, refused_probe_fails_large_requests_and_maps_nothing, .timeout = 60)
     cr_assert(small != NULL, "malloc(200 MiB) failed: requests below the threshold must not be probed");
     cr_assert(grown != NULL, "realloc growing by 100 MiB failed: growth below the threshold must not be probed");
     cr_assert(bad_words(grown, 64 * MiB, keep) == 0, "the block lost its contents");
-    heap_ok("after refused requests");
+    tt_assert_heap_ok("after refused requests");
     void *p = malloc(big);
     cr_assert(p != NULL, "malloc(768 MiB) failed once the kernel grants again");
     free(p);
     free(small);
     free(grown);
-    heap_ok("at the end");
+    tt_assert_heap_ok("at the end");
 }
 
 /* ---- giving a freed giant block's address space back fails (munmap) ---------------------- */
@@ -1116,7 +1105,7 @@ static void unmap_failure(const char *policy)
 {
     conf("purge", policy);
     size_t n = 3 * 1024 * MiB;
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     char *p = malloc(n);
     cr_assert(p);
     for (size_t off = 0; off < n; off += MiB)
@@ -1124,14 +1113,14 @@ static void unmap_failure(const char *policy)
     free(p);
     arm(F_UNMAP, 0, ALWAYS);
     tide_malloc_trim(0);
-    tide_stats_t s1 = stats(); /* armed still: the purger thread cannot unmap meanwhile either */
+    tide_stats_t s1 = tt_stats(); /* armed still: the purger thread cannot unmap meanwhile either */
     disarm();
     cr_assert(s1.mapped >= s0.mapped + n, "%s: the tail shrank although munmap failed (mapped %lu -> %lu MiB)", policy,
               (unsigned long)(s0.mapped >> 20), (unsigned long)(s1.mapped >> 20));
-    heap_ok("after a failed munmap");
+    tt_assert_heap_ok("after a failed munmap");
     /* The pages are free and purged: the next trim gives them back. */
     tide_malloc_trim(0);
-    tide_stats_t s2 = stats();
+    tide_stats_t s2 = tt_stats();
     cr_log_info("unmap faults (%s): mapped %lu MiB, %lu with the 3 GiB block freed and munmap failing, %lu after",
                 policy, (unsigned long)(s0.mapped >> 20), (unsigned long)(s1.mapped >> 20),
                 (unsigned long)(s2.mapped >> 20));
@@ -1139,7 +1128,7 @@ static void unmap_failure(const char *policy)
               (unsigned long)(s2.mapped >> 20));
     cr_assert(s2.vmas == s0.vmas, "%s: %lu VMAs after the trim, %lu before", policy, (unsigned long)s2.vmas,
               (unsigned long)s0.vmas);
-    heap_ok("after the trim");
+    tt_assert_heap_ok("after the trim");
 }
 
 Test(fault, unmap_failure_dontneed_keeps_the_tail, .timeout = 120) { unmap_failure("dontneed"); }

@@ -4,7 +4,7 @@
 if HAVE_CRITERION
 check_PROGRAMS += test/fault/fault
 TESTS += test/fault/fault
-test_fault_fault_SOURCES = test/fault/fault.c
+test_fault_fault_SOURCES = test/fault/fault.c $(tide_test_support)
 test_fault_fault_CPPFLAGS = $(rel_cppflags) -I$(top_srcdir)/src -I$(top_builddir)/src
 test_fault_fault_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
 test_fault_fault_LDFLAGS = $(rel_ldflags)

@@ -1,11 +1,13 @@
 /*
- * support.h - helpers shared by tide's Criterion suites.
+ * support.h - the helpers tide's suites share, and (child.h) the one child runner.
  *
  * Everything here is independent of tide's internals: the size-class table is
  * recomputed from the documented rule, byte patterns are derived from a seed, and
- * figures (RSS, VMAs) are read from /proc.
+ * figures (RSS, VMAs) are read from /proc.  The unit tests (test/unit) are the ones that
+ * look inside.
  *
- * Two build modes (see test/local.mk):
+ * The suites built with $(tide_test_cppflags) (TIDE_TEST_DUAL) have two build modes (see
+ * test/local.mk); every other program that includes this links libtide:
  *   default                 the suites link with src/libtide.la, so every malloc in the
  *                           test process (Criterion's runner included) is tide's;
  *   make check TEST_ALLOC=glibc
@@ -21,7 +23,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* gettid, strsignal, reallocarray */
 #endif
+#ifdef TIDE_TEST_DUAL
 #include "alloc_mode.h" /* generated: defines TIDE_TEST_GLIBC in glibc mode */
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +42,8 @@
 #include <unistd.h>
 
 #include <tide.h>
+
+#include "child.h"
 
 /* ------------------------------------------------------------------------------------
  * The allocator's interface as a table, so that every API test runs once through the
@@ -370,6 +376,63 @@ static inline int tt_heap_check(void)
     return tide_check();
 #endif
 }
+
+/* tide's statistics now (zeros in glibc mode). */
+static inline tide_stats_t tt_stats(void)
+{
+    tide_stats_t s;
+    memset(&s, 0, sizeof s);
+#ifndef TIDE_TEST_GLIBC
+    tide_stats_get(&s, sizeof s);
+#endif
+    return s;
+}
+
+/* Whether tide_check() passes and the statistics reconcile (active + dirty + lazy + clean
+ * + metadata = mapped, and allocated <= active); when not, WHY says what is wrong.  Always
+ * true in glibc mode.  Allocates nothing. */
+static inline bool tt_heap_sound(char *why, size_t cap)
+{
+#ifndef TIDE_TEST_GLIBC
+    if (tide_check() != 0) {
+        snprintf(why, cap, "tide_check() failed (it printed why on stderr)");
+        return false;
+    }
+    tide_stats_t s = tt_stats();
+    if (s.active + s.dirty + s.lazy + s.clean + s.metadata != s.mapped) {
+        snprintf(why, cap, "the statistics do not reconcile: %lu + %lu + %lu + %lu + %lu != %lu",
+                 (unsigned long)s.active, (unsigned long)s.dirty, (unsigned long)s.lazy, (unsigned long)s.clean,
+                 (unsigned long)s.metadata, (unsigned long)s.mapped);
+        return false;
+    }
+    if (s.allocated > s.active) {
+        snprintf(why, cap, "allocated %lu > active %lu", (unsigned long)s.allocated, (unsigned long)s.active);
+        return false;
+    }
+#endif
+    (void)why, (void)cap;
+    return true;
+}
+
+/* In a Criterion test: the heap is sound (tt_heap_sound), WHEN saying at which step. */
+#define tt_assert_heap_ok(when)                                                        \
+    do {                                                                               \
+        char tt_why_[256];                                                             \
+        cr_assert(tt_heap_sound(tt_why_, sizeof tt_why_), "%s %s", tt_why_, (when));   \
+    } while (0)
+
+/* In a Criterion test: FN_(ARG_) run in a forked child (killed as hung after TIMEOUT_S_)
+ * must exit 0; otherwise what it wrote on stderr (TT_CHILD_CHECK's line) is the message. */
+#define tt_assert_child_ok(fn_, arg_, timeout_s_)                                      \
+    do {                                                                               \
+        struct tt_child_spec tt_spec_ = {.fn = (fn_), .arg = (arg_), .timeout_s = (timeout_s_)}; \
+        struct tt_child tt_c_;                                                         \
+        cr_assert(tt_child_run(&tt_spec_, &tt_c_) == 0, "fork: %s", strerror(errno));  \
+        char tt_how_[128];                                                             \
+        cr_assert(tt_child_exited(&tt_c_, 0), "the child %s:\n%s",                     \
+                  tt_child_how(&tt_c_, tt_how_, sizeof tt_how_), tt_c_.err);           \
+        tt_child_free(&tt_c_);                                                         \
+    } while (0)
 
 /* ------------------------------------------------------------------------------------
  * Failures seen in threads other than Criterion's: Criterion's assertions must run on

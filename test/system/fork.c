@@ -313,78 +313,30 @@ Test(fork, from_two_threads_at_once, .timeout = 300)
 
 /* ---- programs that fork as real programs do (test/system/fork_probe) ------------------------ */
 
-#include <poll.h>
-
-/* A fork takes milliseconds; this long without one means a hang, whatever the load. */
+/* A fork takes milliseconds; this long without output from the probe means a hang,
+ * whatever the load. */
 enum { PROGRESS_TIMEOUT_S = 60 };
 
 /* Runs fork_probe ARGS with TIDE_CONF=CONF and returns only when it made TARGET forks and
  * exited 0; fails the test when it stops making progress (a deadlock) or fails. */
 static void run_fork_probe(const char *conf, const char *const *args, long target)
 {
-    int out[2], err[2];
-    cr_assert(pipe(out) == 0 && pipe(err) == 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        close(out[0]);
-        close(err[0]);
-        setenv("TIDE_CONF", conf, 1);
-        char *argv[16] = {(char *)FORK_PROBE};
-        int i = 1;
-        for (; args[i - 1] && i < 15; i++)
-            argv[i] = (char *)args[i - 1];
-        argv[i] = NULL;
-        execv(FORK_PROBE, argv);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    char buf[256], errbuf[4096] = "";
-    size_t errlen = 0;
+    const char *argv[16] = {FORK_PROBE};
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = args[i];
+    struct tt_child_spec spec = {.path = FORK_PROBE, .argv = argv, .conf = conf, .silence_s = PROGRESS_TIMEOUT_S};
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0, "cannot run %s: %s", FORK_PROBE, strerror(errno));
     long forks = 0;
-    bool hung = false;
-    for (;;) {
-        struct pollfd p[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-        int r = poll(p, 2, PROGRESS_TIMEOUT_S * 1000);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r == 0) {
-            hung = true;
-            kill(pid, SIGKILL);
-            break;
-        }
-        if (p[1].revents & POLLIN) {
-            ssize_t n = read(err[0], errbuf + errlen, sizeof errbuf - 1 - errlen);
-            if (n > 0)
-                errlen += (size_t)n;
-            errbuf[errlen] = 0;
-        }
-        if (p[0].revents & (POLLIN | POLLHUP)) {
-            ssize_t n = read(out[0], buf, sizeof buf - 1);
-            if (n <= 0)
-                break;
-            buf[n] = 0;
-            for (char *l = buf; (l = strstr(l, "forks ")) != NULL; l += 6)
-                forks = strtol(l + 6, NULL, 10);
-        }
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    ssize_t n = read(err[0], errbuf + errlen, sizeof errbuf - 1 - errlen);
-    if (n > 0)
-        errlen += (size_t)n;
-    errbuf[errlen] = 0;
-    close(out[0]);
-    close(err[0]);
-    cr_assert(!hung, "TIDE_CONF=%s fork_probe %s: no progress for %d s after %ld forks: a hang", conf, args[0],
+    for (const char *l = c.out; (l = strstr(l, "forks ")) != NULL; l += 6)
+        forks = strtol(l + 6, NULL, 10);
+    cr_assert(!c.hung, "TIDE_CONF=%s fork_probe %s: no progress for %d s after %ld forks: a hang", conf, args[0],
               PROGRESS_TIMEOUT_S, forks);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "TIDE_CONF=%s fork_probe %s: wait status %#x after %ld forks: %s",
-              conf, args[0], st, forks, errbuf);
+    cr_assert(tt_child_exited(&c, 0), "TIDE_CONF=%s fork_probe %s: wait status %#x after %ld forks: %.4000s", conf,
+              args[0], c.status, forks, c.err);
     cr_assert_geq(forks, target, "TIDE_CONF=%s fork_probe %s: %ld forks of %ld", conf, args[0], forks, target);
-    tt_report("TIDE_CONF=%s fork_probe %s: %ld forks, no hang %s", conf, args[0], forks, errbuf);
+    tt_report("TIDE_CONF=%s fork_probe %s: %ld forks, no hang %.4000s", conf, args[0], forks, c.err);
+    tt_child_free(&c);
 }
 
 static const char *const fork_confs[] = {

@@ -1,21 +1,16 @@
 /* init.c - tide starts up wherever its first call comes from. */
 #include <criterion/criterion.h>
-#include <stdlib.h>
 #include <sys/wait.h>
-#include <unistd.h>
+
+#include "support.h"
 
 static int run(const char *mode, const char *preload)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (preload)
-            setenv("LD_PRELOAD", preload, 1);
-        execl(INIT_PROBE, INIT_PROBE, mode, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const char *argv[] = {INIT_PROBE, mode, NULL};
+    struct tt_child_spec spec = {.path = INIT_PROBE, .argv = argv, .preload = preload, .keep_output = true};
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0);
+    return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
 }
 
 Test(init, from_another_librarys_constructor) { cr_expect_eq(run("ctor", NULL), 0); }

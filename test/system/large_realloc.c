@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tide.h"
+#include "support.h"
 
 #define MiB ((size_t)1 << 20)
 #define MIN_(a, b) ((a) < (b) ? (a) : (b))
@@ -56,24 +56,8 @@ static size_t spot_check(const uint8_t *p, size_t n, uint64_t salt, uint64_t *rn
     }
     return SIZE_MAX;
 }
-static long tide_vmas(void)
-{
-    uintptr_t r[8][2];
-    size_t nr = tide_ranges(r, 8);
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[512];
-    long n = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long a, b;
-        if (sscanf(line, "%lx-%lx", &a, &b) != 2)
-            continue;
-        for (size_t i = 0; i < nr && i < 8; i++)
-            if (b > r[i][0] && a < r[i][1])
-                n++;
-    }
-    fclose(f);
-    return n;
-}
+/* Lines of /proc/self/maps that overlap tide's ranges. */
+static long tide_vmas(void) { return tt_count_vmas().tide; }
 
 /* Whether every byte of [lo, hi) is covered by some mapping. */
 static bool mapped(uintptr_t lo, uintptr_t hi)
@@ -90,13 +74,6 @@ static bool mapped(uintptr_t lo, uintptr_t hi)
     return covered >= hi;
 }
 
-static tide_stats_t stats(void)
-{
-    tide_stats_t s;
-    tide_stats_get(&s, sizeof s);
-    return s;
-}
-
 /* Grow one block from 1 MiB to 1 GiB by STEP bytes (0: doubling), then shrink it back in
  * big steps, checking contents all the way. */
 static void grow_and_check(const char *remap, size_t step)
@@ -110,7 +87,7 @@ static void grow_and_check(const char *remap, size_t step)
     /* Something right after the block, now and then, so that it cannot always grow in place. */
     void *blockers[32];
     int nblock = 0;
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     size_t steps = 0;
     while (n < 1024 * MiB) {
         size_t next = step ? MIN_(n + step, 1024 * MiB) : 2 * n;
@@ -129,7 +106,7 @@ static void grow_and_check(const char *remap, size_t step)
             blockers[nblock++] = malloc(4 * MiB);
     }
     cr_assert_eq(first_bad(p, 0, n, salt), SIZE_MAX, "remap:%s: contents lost at 1 GiB", remap);
-    tide_stats_t s1 = stats();
+    tide_stats_t s1 = tt_stats();
     cr_log_info("remap:%s, %s: %lu in place, %lu moves, %lu copies", remap, step ? "64 KiB steps" : "doubling",
                 (unsigned long)(s1.remap_in_place - s0.remap_in_place), (unsigned long)(s1.remap_moves - s0.remap_moves),
                 (unsigned long)(s1.remap_copies - s0.remap_copies));
@@ -172,29 +149,29 @@ Test(remap, moves_leave_no_hole_and_vmas_stay_bounded, .timeout = 120)
         fill(blk[i], 0, size[i], (uint64_t)i);
     }
     long max_vmas = base_vmas;
-    uint64_t moves0 = stats().remap_moves;
+    uint64_t moves0 = tt_stats().remap_moves;
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < N; i++) {
             uintptr_t old; /* an address, kept to look at the maps afterwards */
             memcpy(&old, &blk[i], sizeof old);
             size_t old_size = size[i];
-            uint64_t before = stats().remap_moves;
+            uint64_t before = tt_stats().remap_moves;
             uint8_t *q = realloc(blk[i], size[i] * 2);
             cr_assert_not_null(q);
             cr_assert_eq(first_bad(q, 0, old_size, (uint64_t)i), SIZE_MAX, "block %d lost data", i);
             blk[i] = q;
             size[i] *= 2;
             fill(q, old_size, size[i], (uint64_t)i);
-            if (stats().remap_moves > before)
+            if (tt_stats().remap_moves > before)
                 cr_expect(mapped(old, old + old_size), "the old place of a moved block became a hole");
             long v = tide_vmas();
             if (v > max_vmas)
                 max_vmas = v;
             cr_expect_leq(v, 1 + 2 * cap, "%ld VMAs with remap_max %ld", v, cap);
-            cr_expect_leq(stats().remap_live, (uint64_t)cap);
+            cr_expect_leq(tt_stats().remap_live, (uint64_t)cap);
         }
     }
-    uint64_t moves = stats().remap_moves - moves0;
+    uint64_t moves = tt_stats().remap_moves - moves0;
     cr_log_info("remap_max %ld: %lu moves, at most %ld VMAs in tide's range (baseline %ld)", cap,
                 (unsigned long)moves, max_vmas, base_vmas);
     cr_expect_gt(moves, 0, "nothing moved: the test no longer exercises the mremap path");
@@ -204,7 +181,7 @@ Test(remap, moves_leave_no_hole_and_vmas_stay_bounded, .timeout = 120)
         free(wall[i]);
     }
     cr_expect_eq(tide_vmas(), base_vmas, "the VMA count did not return to its baseline after the frees");
-    cr_expect_eq(stats().remap_live, 0);
+    cr_expect_eq(tt_stats().remap_live, 0);
     cr_expect_eq(tide_check(), 0);
     tide_conf_set("remap_max", "1");
 }
@@ -223,7 +200,7 @@ Test(remap, moved_block_shrunk_then_freed_heals)
     free(q);
     free(wall);
     cr_expect_eq(tide_vmas(), base_vmas);
-    cr_expect_eq(stats().remap_live, 0);
+    cr_expect_eq(tt_stats().remap_live, 0);
 }
 
 static void *realloc_worker(void *arg)
@@ -261,7 +238,7 @@ Test(remap, threads_reallocating_at_once, .timeout = 300)
         pthread_join(t[i], &r);
         cr_expect_null(r, "thread %d: contents lost (%p)", i, r);
     }
-    cr_expect_eq(stats().remap_live, 0);
+    cr_expect_eq(tt_stats().remap_live, 0);
     cr_expect_eq(tide_check(), 0);
 }
 
@@ -288,7 +265,7 @@ static void *pair_worker(void *arg)
                 if (!q || first_bad(q, 0, 64 * 1024, salt + (uint64_t)k) != SIZE_MAX)
                     return (void *)2;
                 if (q != blk[k]) {
-                    if (stats().remap_live > PAIR_REMAP_MAX)
+                    if (tt_stats().remap_live > PAIR_REMAP_MAX)
                         return (void *)3;
                     /* Torn while other threads move, so only a hint; the counter is the proof. */
                     long v = tide_vmas(), m = __atomic_load_n(&pair_maps_max, __ATOMIC_RELAXED);
@@ -315,7 +292,7 @@ Test(remap, threads_moving_at_once_stay_within_the_vma_budget, .timeout = 300)
     const long cap = PAIR_REMAP_MAX;
     cr_assert_eq(tide_conf_set("remap", "on"), 0);
     cr_assert_eq(tide_conf_set("remap_max", "4"), 0);
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     pthread_t t[PAIR_THREADS];
     for (long i = 0; i < PAIR_THREADS; i++)
         pthread_create(&t[i], NULL, pair_worker, (void *)(i * 16 + 1));
@@ -325,7 +302,7 @@ Test(remap, threads_moving_at_once_stay_within_the_vma_budget, .timeout = 300)
         cr_expect_null(r, "thread %d: realloc failed or lost contents (1, 2) or more than remap_max blocks were "
                        "moved at once (3): %p", i, r);
     }
-    tide_stats_t s1 = stats();
+    tide_stats_t s1 = tt_stats();
     cr_log_info("%d threads, remap_max %ld: %lu moves, %lu copies, %lu in place; at most %lu extra VMAs by tide's "
                 "count, %ld VMAs in tide's range in maps snapshots",
                 PAIR_THREADS, cap, (unsigned long)(s1.remap_moves - s0.remap_moves),
@@ -352,7 +329,7 @@ static void bounded_address_space(const char *conf_max)
     char *b[SLOTS] = { 0 };
     size_t n[SLOTS] = { 0 }, live = 0, peak = 0;
     unsigned s = 12345;
-    uint64_t mapped0 = stats().mapped;
+    uint64_t mapped0 = tt_stats().mapped;
     for (int it = 0; it < 6000; it++) {
         s = s * 1103515245u + 12345u;
         int i = (s >> 8) % SLOTS, op = (s >> 16) % 3;
@@ -375,7 +352,7 @@ static void bounded_address_space(const char *conf_max)
         n[i] = want;
         peak = live > peak ? live : peak;
     }
-    uint64_t grown = stats().mapped - mapped0;
+    uint64_t grown = tt_stats().mapped - mapped0;
     cr_log_info("remap_max %s: peak live %zu MiB, range grew by %lu MiB", conf_max, peak >> 20,
                 (unsigned long)(grown >> 20));
     cr_expect_leq(grown, 3 * peak + 64 * MiB, "remap_max %s: the range grew by %lu MiB for %zu MiB live", conf_max,
@@ -393,32 +370,63 @@ Test(remap, address_space_stays_bounded_with_many_moved_blocks, .timeout = 120) 
  * parent, so a heal would leave VMAs behind: the child copies instead of moving, and its
  * range stays within the parent's VMAs plus one at each end for its own growth (the heap
  * grows up, the page map down). */
+static int copy_in_child(void *parent_vmas_p)
+{
+    long parent_vmas = *(long *)parent_vmas_p;
+    uint64_t moves0 = tt_stats().remap_moves;
+    for (int round = 0; round < 3; round++) {
+        size_t n = MiB;
+        uint8_t *p = malloc(n), *wall = malloc(MiB);
+        fill(p, 0, n, 5);
+        for (; n < 64 * MiB; n *= 2) {
+            p = realloc(p, 2 * n);
+            if (!p || first_bad(p, 0, n, 5) != SIZE_MAX)
+                return 1;
+            fill(p, n, 2 * n, 5);
+        }
+        if (tide_vmas() > parent_vmas + 2)
+            return 2;
+        free(p);
+        free(wall);
+    }
+    return tt_stats().remap_moves == moves0 && tide_vmas() <= parent_vmas + 2 ? 0 : 3;
+}
+
 Test(remap, fork_child_copies_and_keeps_its_vmas, .timeout = 60)
 {
     long parent_vmas = tide_vmas();
-    pid_t pid = fork();
-    if (pid == 0) {
-        uint64_t moves0 = stats().remap_moves;
-        for (int round = 0; round < 3; round++) {
-            size_t n = MiB;
-            uint8_t *p = malloc(n), *wall = malloc(MiB);
-            fill(p, 0, n, 5);
-            for (; n < 64 * MiB; n *= 2) {
-                p = realloc(p, 2 * n);
-                if (!p || first_bad(p, 0, n, 5) != SIZE_MAX)
-                    _exit(1);
-                fill(p, n, 2 * n, 5);
-            }
-            if (tide_vmas() > parent_vmas + 2)
-                _exit(2);
-            free(p);
-            free(wall);
-        }
-        _exit(stats().remap_moves == moves0 && tide_vmas() <= parent_vmas + 2 ? 0 : 3);
-    }
-    int st;
-    waitpid(pid, &st, 0);
+    struct tt_child_spec spec = { .fn = copy_in_child, .arg = &parent_vmas, .keep_output = true };
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0);
+    int st = c.status;
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+}
+
+struct moved_block {
+    void *q;
+    long base_vmas;
+};
+
+static int free_moved_in_child(void *arg)
+{
+    struct moved_block *m = arg;
+    void *q = m->q;
+    long base_vmas = m->base_vmas;
+    tide_stats_t c0 = tt_stats();
+    free(q);
+    tide_stats_t c1 = tt_stats();
+    int bad = 0;
+    if ((long)c0.vmas > base_vmas + (long)c0.remap_vmas)
+        bad |= 1;
+    if ((long)c1.vmas > base_vmas + (long)c1.remap_vmas)
+        bad |= 2;
+    if (c1.remap_live != 0)
+        bad |= 4;
+    if (bad)
+        fprintf(stderr, "child: %lu VMAs, %lu extra counted before the free; %lu and %lu after (base %ld)\n",
+                (unsigned long)c0.vmas, (unsigned long)c0.remap_vmas, (unsigned long)c1.vmas,
+                (unsigned long)c1.remap_vmas, base_vmas);
+    return bad;
 }
 
 /* A fork child that frees a block moved by its parent cannot heal it (a fresh mapping does
@@ -429,37 +437,21 @@ Test(remap, fork_child_freeing_a_moved_block_keeps_counting_its_vmas, .timeout =
     long base_vmas = tide_vmas();
     uint8_t *p = malloc(2 * MiB), *wall = malloc(MiB);
     fill(p, 0, 2 * MiB, 11);
-    uint64_t moves0 = stats().remap_moves;
+    uint64_t moves0 = tt_stats().remap_moves;
     uint8_t *q = realloc(p, 8 * MiB);
     cr_assert_not_null(q);
-    cr_assert_eq(stats().remap_moves, moves0 + 1, "the realloc did not move pages");
+    cr_assert_eq(tt_stats().remap_moves, moves0 + 1, "the realloc did not move pages");
     cr_assert_gt(tide_vmas(), base_vmas);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        tide_stats_t c0 = stats();
-        free(q);
-        tide_stats_t c1 = stats();
-        int bad = 0;
-        if ((long)c0.vmas > base_vmas + (long)c0.remap_vmas)
-            bad |= 1;
-        if ((long)c1.vmas > base_vmas + (long)c1.remap_vmas)
-            bad |= 2;
-        if (c1.remap_live != 0)
-            bad |= 4;
-        if (bad)
-            fprintf(stderr, "child: %lu VMAs, %lu extra counted before the free; %lu and %lu after (base %ld)\n",
-                    (unsigned long)c0.vmas, (unsigned long)c0.remap_vmas, (unsigned long)c1.vmas,
-                    (unsigned long)c1.remap_vmas, base_vmas);
-        _exit(bad);
-    }
-    int st;
-    waitpid(pid, &st, 0);
+    struct moved_block m = { q, base_vmas };
+    struct tt_child_spec spec = { .fn = free_moved_in_child, .arg = &m, .keep_output = true };
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0);
+    int st = c.status;
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d (1: count low before the free, 2: after, "
               "4: still live)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     cr_expect_eq(first_bad(q, 0, 2 * MiB, 11), SIZE_MAX, "the parent's block changed");
     free(q);
     free(wall);
     cr_expect_eq(tide_vmas(), base_vmas);
-    cr_expect_eq(stats().remap_vmas, 0);
+    cr_expect_eq(tt_stats().remap_vmas, 0);
 }

@@ -55,8 +55,8 @@ TESTS += test/system/purge
 test_system_purge_probe_SOURCES = test/system/purge_probe.c
 test_system_purge_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
 test_system_purge_probe_LDFLAGS = -no-install
-test_system_purge_SOURCES = test/system/purge.c
-test_system_purge_CPPFLAGS = $(AM_CPPFLAGS) $(CRITERION_CFLAGS) \
+test_system_purge_SOURCES = test/system/purge.c $(tide_test_support)
+test_system_purge_CPPFLAGS = $(rel_cppflags) $(CRITERION_CFLAGS) \
 	-DPROBE_PATH=\"$(abs_top_builddir)/test/system/purge_probe\" \
 	-DTIDE_WRAPPER=\"$(abs_top_builddir)/src/tide\" -DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\"
 test_system_purge_LDADD = src/libtide.la $(CRITERION_LIBS)
@@ -66,8 +66,8 @@ EXTRA_test_system_purge_DEPENDENCIES = test/system/purge_probe$(EXEEXT)
 # Large realloc: in place, mremap moves, heals, the VMA budget.
 check_PROGRAMS += test/system/large_realloc
 TESTS += test/system/large_realloc
-test_system_large_realloc_SOURCES = test/system/large_realloc.c
-test_system_large_realloc_CPPFLAGS = $(AM_CPPFLAGS) $(CRITERION_CFLAGS)
+test_system_large_realloc_SOURCES = test/system/large_realloc.c $(tide_test_support)
+test_system_large_realloc_CPPFLAGS = $(rel_cppflags) $(CRITERION_CFLAGS)
 test_system_large_realloc_LDADD = src/libtide.la $(CRITERION_LIBS)
 test_system_large_realloc_LDFLAGS = -no-install
 
@@ -81,8 +81,8 @@ test_system_init_probe_SOURCES = test/system/init_probe.c
 # init_lib comes first so its constructor may run before tide's.
 test_system_init_probe_LDADD = test/system/libinit_lib.la src/libtide.la -ldl
 test_system_init_probe_LDFLAGS = -no-install
-test_system_init_SOURCES = test/system/init.c
-test_system_init_CPPFLAGS = $(AM_CPPFLAGS) $(CRITERION_CFLAGS) \
+test_system_init_SOURCES = test/system/init.c $(tide_test_support)
+test_system_init_CPPFLAGS = $(rel_cppflags) $(CRITERION_CFLAGS) \
 	-DINIT_PROBE=\"$(abs_top_builddir)/test/system/init_probe\" \
 	-DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\"
 test_system_init_LDADD = src/libtide.la $(CRITERION_LIBS)
@@ -92,7 +92,7 @@ EXTRA_test_system_init_DEPENDENCIES = test/system/init_probe$(EXEEXT)
 # Correct allocations near vm.max_map_count, with only a few hundred VMAs left.
 check_PROGRAMS += test/system/mapcount
 TESTS += test/system/mapcount
-test_system_mapcount_SOURCES = test/system/mapcount.c
+test_system_mapcount_SOURCES = test/system/mapcount.c $(tide_test_support)
 test_system_mapcount_CPPFLAGS = $(rel_cppflags)
 test_system_mapcount_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
 test_system_mapcount_LDFLAGS = $(rel_ldflags)

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tide.h"
+#include "support.h"
 
 #define MiB ((size_t)1 << 20)
 #define PG 4096
@@ -60,18 +60,10 @@ static int failures;
         }                                                                \
     } while (0)
 
-static tide_stats_t stats(void)
-{
-    tide_stats_t s;
-    tide_stats_get(&s, sizeof s);
-    return s;
-}
-
 static void heap_ok(const char *when)
 {
-    CHECK(tide_check() == 0, "tide_check() %s", when);
-    tide_stats_t s = stats();
-    CHECK(s.active + s.dirty + s.lazy + s.clean + s.metadata == s.mapped, "stats do not reconcile %s", when);
+    char why[256];
+    CHECK(tt_heap_sound(why, sizeof why), "%s %s", why, when);
 }
 
 static uint64_t pat(const void *key, size_t off) { return ((uintptr_t)key * 0x9E3779B97F4A7C15ULL) ^ (off * 0xc4ceb9fe1a85ec53ULL); }
@@ -166,7 +158,7 @@ static void free_all(void)
  * pages when the kernel lets them, copy otherwise; the contents must survive either way. */
 static void reallocs(int rounds, unsigned long *moves, unsigned long *copies)
 {
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     for (int i = 0; i < rounds; i++) {
         size_t n = (size_t)(1 + i % 4) * MiB;
         /* A block with a live neighbour right after it, so that it cannot grow in place
@@ -190,7 +182,7 @@ static void reallocs(int rounds, unsigned long *moves, unsigned long *copies)
         }
         keep(b, n);
     }
-    tide_stats_t s1 = stats();
+    tide_stats_t s1 = tt_stats();
     *moves = s1.remap_moves - s0.remap_moves;
     *copies = s1.remap_copies - s0.remap_copies;
 }
@@ -231,7 +223,7 @@ static int scenario(long headroom)
     unsigned long moves = 0, copies = 0;
     reallocs(40, &moves, &copies);
     fprintf(stderr, "mapcount: 40 blocked reallocs: %lu moved pages, %lu copied; tide's range in %lu VMAs\n", moves,
-            copies, (unsigned long)stats().vmas);
+            copies, (unsigned long)tt_stats().vmas);
     if (headroom >= 64)
         CHECK(moves > 0, "no realloc moved pages with %ld VMAs to spare", headroom);
     if (headroom < 0)
@@ -240,7 +232,7 @@ static int scenario(long headroom)
     check_all("after reallocs");
 
     /* Growth of the heap: 1 GiB more than the range has. */
-    tide_stats_t s0 = stats();
+    tide_stats_t s0 = tt_stats();
     size_t grow = (size_t)s0.mapped + 1024 * MiB;
     errno = 0;
     void *g = malloc(grow);
@@ -274,7 +266,7 @@ static int scenario(long headroom)
         free(h);
     }
     heap_ok("at the end");
-    tide_stats_t s = stats();
+    tide_stats_t s = tt_stats();
     fprintf(stderr, "mapcount: tide: %lu moves, %lu copies, %lu heals, %lu VMAs in its range at the end\n",
             (unsigned long)s.remap_moves, (unsigned long)s.remap_copies, (unsigned long)s.remap_heals,
             (unsigned long)s.vmas);
@@ -293,18 +285,13 @@ __attribute__((constructor)) static void scenario_entry(void)
 
 static void in_child(long headroom)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        char h[32];
-        snprintf(h, sizeof h, "%ld", headroom);
-        setenv("MAPCOUNT_SCENARIO", h, 1);
-        execl("/proc/self/exe", "mapcount", (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    cr_assert(waitpid(pid, &st, 0) == pid);
+    char h[64];
+    snprintf(h, sizeof h, "MAPCOUNT_SCENARIO=%ld", headroom);
+    const char *argv[] = {"mapcount", NULL}, *env[] = {h, NULL};
+    struct tt_child_spec spec = {.path = "/proc/self/exe", .argv = argv, .env = env, .keep_output = true};
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0);
+    int st = c.status;
     cr_assert(WIFEXITED(st), "the child died of signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     cr_assert(WEXITSTATUS(st) == 0, "the child found failures (see its lines above)");
 }

@@ -84,53 +84,18 @@ static void write_file(const char *path, const char *data, size_t len)
 static struct run run_prog(const char *const *argv, const char *cwd, const char *stdin_path, bool preloaded,
                            const char *probe_out, const char *const *extra)
 {
-    char *outp = path_in("stdout"), *errp = path_in("stderr");
-    size_t nenv = 0;
-    while (environ[nenv])
-        nenv++;
-    const char **env = calloc(nenv + 32, sizeof *env);
-    size_t k = 0;
-    for (size_t i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "LD_PRELOAD=", 11) && strncmp(environ[i], "TIDE_PROBE_OUT=", 15) &&
-            strncmp(environ[i], "LC_ALL=", 7) && strncmp(environ[i], "TZ=", 3) && strncmp(environ[i], "TIDE_CONF=", 10))
-            env[k++] = environ[i];
-    env[k++] = "LC_ALL=C";
-    env[k++] = "TZ=UTC";
-    for (size_t i = 0; extra && extra[i]; i++)
+    const char *env[32] = {"LC_ALL=C", "TZ=UTC"};
+    size_t k = 2;
+    for (size_t i = 0; extra && extra[i] && k < 30; i++)
         env[k++] = extra[i];
     char probe_env[512];
-    if (preloaded) {
-        env[k++] = "LD_PRELOAD=" PRELOAD;
-        snprintf(probe_env, sizeof probe_env, "TIDE_PROBE_OUT=%s", probe_out);
-        env[k++] = probe_env;
-    }
-    env[k] = NULL;
-
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    cr_assert(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        int in = open(stdin_path ? stdin_path : "/dev/null", O_RDONLY);
-        int out = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int err = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
-            _exit(126);
-        if (cwd && chdir(cwd))
-            _exit(126);
-        execvpe(argv[0], (char *const *)argv, (char *const *)env);
-        _exit(127);
-    }
-    struct run r = {0};
-    while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR)
-        ;
-    r.out = tt_read_file(outp, &r.outlen);
-    r.err = tt_read_file(errp, &r.errlen);
-    cr_assert(r.out && r.err);
-    free(env);
-    free(outp);
-    free(errp);
-    return r;
+    snprintf(probe_env, sizeof probe_env, "TIDE_PROBE_OUT=%s", preloaded ? probe_out : "");
+    env[k++] = preloaded ? probe_env : "TIDE_PROBE_OUT";
+    struct tt_child_spec spec = {.path = argv[0], .argv = argv, .preload = preloaded ? PRELOAD : NULL, .env = env,
+                                 .cwd = cwd, .stdin_path = stdin_path};
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0, "cannot run %s: %s", argv[0], strerror(errno));
+    return (struct run){c.out, c.err, c.outlen, c.errlen, c.status};
 }
 
 static void free_run(struct run *r)

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tide.h"
+#include "support.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -26,51 +26,17 @@
 #define KiB 1024L
 #define MiB_KB 1024L /* 1 MiB in the kB that /proc reports */
 
-typedef struct probe_out_s {
-    int status;
-    char out[8192];
-    char err[8192];
-} probe_out_t;
-
-static void read_all(int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0)
-        n += (size_t)r;
-    buf[n] = '\0';
-}
+/* What a run of the probe printed, and how it ended. */
+typedef struct tt_child probe_out_t;
 
 /* Run test/system/purge_probe with TIDE_CONF=CONF (NULL: unset) and ARGS; capture its output. */
 static void run_probe(probe_out_t *o, const char *conf, const char *const *args)
 {
-    int out[2], err[2];
-    cr_assert(pipe(out) == 0 && pipe(err) == 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        close(out[0]);
-        close(err[0]);
-        if (conf)
-            setenv("TIDE_CONF", conf, 1);
-        else
-            unsetenv("TIDE_CONF");
-        char *argv[16] = { (char *)PROBE_PATH };
-        for (int i = 0; args[i] && i < 14; i++)
-            argv[i + 1] = (char *)args[i];
-        execv(PROBE_PATH, argv);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    /* The outputs are small: read stderr after stdout without deadlock risk. */
-    read_all(out[0], o->out, sizeof o->out);
-    read_all(err[0], o->err, sizeof o->err);
-    close(out[0]);
-    close(err[0]);
-    waitpid(pid, &o->status, 0);
+    const char *argv[16] = { PROBE_PATH };
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = args[i];
+    struct tt_child_spec spec = { .path = PROBE_PATH, .argv = argv, .conf = conf };
+    cr_assert(tt_child_run(&spec, o) == 0, "cannot run %s: %s", PROBE_PATH, strerror(errno));
 }
 
 static long field(const probe_out_t *o, const char *key)
@@ -392,40 +358,24 @@ Test(background, single_threaded_program_purges_at_its_next_calls, .timeout = 12
 
 Test(wrapper, preloads_tide_with_settings_and_stats, .timeout = 30)
 {
-    int err[2];
-    cr_assert(pipe(err) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(err[1], 2);
-        close(err[0]);
-        setenv("TIDE_LIB", TIDE_LIB, 1);
-        unsetenv("TIDE_CONF");
-        execl(TIDE_WRAPPER, "tide", "-s", "-c", "purge:none,decay_ms:5", "--", PROBE_PATH, "conf", "decay_ms",
-              (char *)NULL);
-        _exit(127);
-    }
-    close(err[1]);
-    char buf[8192];
-    read_all(err[0], buf, sizeof buf);
-    close(err[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d; stderr:\n%s", st, buf);
-    cr_expect(strstr(buf, "tide statistics") != NULL, "-s printed no statistics:\n%s", buf);
+    const char *argv[] = { "tide", "-s", "-c", "purge:none,decay_ms:5", "--", PROBE_PATH, "conf", "decay_ms", NULL };
+    const char *env[] = { "TIDE_LIB=" TIDE_LIB, NULL };
+    struct tt_child_spec spec = { .path = TIDE_WRAPPER, .argv = argv, .env = env };
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0);
+    cr_expect(tt_child_exited(&c, 0), "status %d; stderr:\n%s", c.status, c.err);
+    cr_expect(strstr(c.err, "tide statistics") != NULL, "-s printed no statistics:\n%s", c.err);
+    tt_child_free(&c);
 }
 
 Test(wrapper, rejects_bad_usage, .timeout = 30)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 2);
-        execl(TIDE_WRAPPER, "tide", "-x", (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "tide -x exited with %d", st);
+    const char *argv[] = { "tide", "-x", NULL };
+    struct tt_child_spec spec = { .path = TIDE_WRAPPER, .argv = argv };
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0);
+    cr_expect(tt_child_exited(&c, 2), "tide -x exited with %d", c.status);
+    tt_child_free(&c);
 }
 
 /* ---- TIDE_CONF ----------------------------------------------------------------------- */
@@ -574,21 +524,20 @@ Test(stats, malloc_trim_purges_everything, .timeout = 30)
     cr_expect_eq(malloc_trim(0), 0, "nothing left to release");
 }
 
-Test(stats, json_and_text_printing)
+static void print_stats_both_ways(void *unused)
 {
-    int fds[2];
-    cr_assert(pipe(fds) == 0);
-    int saved = dup(2);
-    dup2(fds[1], 2);
+    (void)unused;
     tide_stats_print(1);
     tide_stats_print(0);
-    dup2(saved, 2);
-    close(fds[1]);
-    char buf[16384];
-    read_all(fds[0], buf, sizeof buf);
-    close(fds[0]);
+}
+
+Test(stats, json_and_text_printing)
+{
+    char *buf;
+    tt_capture(print_stats_both_ways, NULL, NULL, &buf);
     cr_expect(buf[0] == '{' && strstr(buf, "\"mapped\":") && strstr(buf, "\"madvise_dontneed_calls\":"), "%s", buf);
     cr_expect(strstr(buf, "}\ntide statistics\n") != NULL, "%s", buf);
+    free(buf);
 }
 
 Test(calloc, never_returns_stale_data_after_madv_free, .timeout = 60)
