@@ -70,6 +70,7 @@ TESTS += test/support/no-criterion.sh
 endif
 EXTRA_DIST += test/support/no-criterion.sh
 
+include test/unit/local.mk
 include test/api/local.mk
 include test/system/local.mk
 include test/stress/local.mk

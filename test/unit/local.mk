@@ -1,0 +1,32 @@
+# test/unit/: modules by themselves, linked with the check-only build of libtide
+# (test/libtide_fault.la: TIDE_ASSERT on, every internal name links), which is then the
+# malloc of the test process as libtide is for the other suites.
+#   page_heap   extent.c: best fit, split, coalescing, span merges, descriptors
+#   rbtree      rbtree.c against a sorted array, with the red-black rules walked
+#   size_class  size_class.h and its generated table against the documented rule
+if HAVE_CRITERION
+tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class
+check_PROGRAMS += $(tide_unit_suites)
+TESTS += $(tide_unit_suites)
+tide_unit_cppflags = $(rel_cppflags) -I$(top_srcdir)/src -I$(top_builddir)/src -DTIDE_DEBUG
+tide_unit_cflags = $(rel_cflags) $(CRITERION_CFLAGS)
+tide_unit_ldadd = test/libtide_fault.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+
+test_unit_page_heap_SOURCES = test/unit/page_heap.c $(tide_test_support)
+test_unit_page_heap_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_page_heap_CFLAGS = $(tide_unit_cflags)
+test_unit_page_heap_LDFLAGS = $(rel_ldflags)
+test_unit_page_heap_LDADD = $(tide_unit_ldadd)
+
+test_unit_rbtree_SOURCES = test/unit/rbtree.c $(tide_test_support)
+test_unit_rbtree_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_rbtree_CFLAGS = $(tide_unit_cflags)
+test_unit_rbtree_LDFLAGS = $(rel_ldflags)
+test_unit_rbtree_LDADD = $(tide_unit_ldadd)
+
+test_unit_size_class_SOURCES = test/unit/size_class.c $(tide_test_support)
+test_unit_size_class_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_size_class_CFLAGS = $(tide_unit_cflags)
+test_unit_size_class_LDFLAGS = $(rel_ldflags)
+test_unit_size_class_LDADD = $(tide_unit_ldadd)
+endif
