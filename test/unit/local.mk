@@ -4,8 +4,10 @@
 #   page_heap   extent.c: best fit, split, coalescing, span merges, descriptors
 #   rbtree      rbtree.c against a sorted array, with the red-black rules walked
 #   size_class  size_class.h and its generated table against the documented rule
+#   transfer    transfer.c: LIFO lists, the per-class and per-arena limits, draining
+#   pagemap     pagemap.h: every entry made is read back as what it is
 if HAVE_CRITERION
-tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class
+tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap
 check_PROGRAMS += $(tide_unit_suites)
 TESTS += $(tide_unit_suites)
 tide_unit_cppflags = $(rel_cppflags) -I$(top_srcdir)/src -I$(top_builddir)/src -DTIDE_DEBUG
@@ -29,4 +31,16 @@ test_unit_size_class_CPPFLAGS = $(tide_unit_cppflags)
 test_unit_size_class_CFLAGS = $(tide_unit_cflags)
 test_unit_size_class_LDFLAGS = $(rel_ldflags)
 test_unit_size_class_LDADD = $(tide_unit_ldadd)
+
+test_unit_transfer_SOURCES = test/unit/transfer.c $(tide_test_support)
+test_unit_transfer_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_transfer_CFLAGS = $(tide_unit_cflags)
+test_unit_transfer_LDFLAGS = $(rel_ldflags)
+test_unit_transfer_LDADD = $(tide_unit_ldadd)
+
+test_unit_pagemap_SOURCES = test/unit/pagemap.c $(tide_test_support)
+test_unit_pagemap_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_pagemap_CFLAGS = $(tide_unit_cflags)
+test_unit_pagemap_LDFLAGS = $(rel_ldflags)
+test_unit_pagemap_LDADD = $(tide_unit_ldadd)
 endif
