@@ -29,7 +29,7 @@ static int bg_asleep; /* sleeping with nothing dirty: wake it on the next free (
  * slabs.  In that order: a slab the drain empties is dirty from now on, and merged into a
  * decayed dirty run beside it it would make the whole run young again (a merged run
  * keeps its newest stamp), keeping it resident for one more decay (178 MiB of a 1 GiB
- * burst, in test_purge's single_threaded_program_purges_at_its_next_calls). */
+ * burst, in test/system/purge's single_threaded_program_purges_at_its_next_calls). */
 static void purge_then_drain(uint64_t older_than, long policy, bool wait)
 {
     purge_pass(older_than, policy, wait, false);
