@@ -131,7 +131,9 @@ static void drain(bool idle_only)
     for (unsigned a = 0; a < na; a++)
         for (unsigned c = 0; is_ready(a) && c < SC_NSMALL; c++) {
             transfer_t *t = transfer_of(a, c);
-            if (ATOMIC_LOAD(&t->n) == 0)
+            /* An empty class with no take since the last call has nothing to do; one with a
+             * take still starts counting afresh, or a list pushed next would look busy. */
+            if (ATOMIC_LOAD(&t->n) == 0 && ATOMIC_LOAD(&t->pops) == 0)
                 continue;
             lock_acquire(&t->lock);
             bool skip = idle_only && t->pops != 0;

@@ -303,6 +303,27 @@ static int drain_case(void *unused)
     return 0;
 }
 
+/* A take counts until the next drain, also when that drain finds the class empty: a list
+ * pushed after it and left alone goes at the drain after. */
+static int drain_after_empty_case(void *unused)
+{
+    setup();
+    size_t l64 = live(A, C64);
+    struct list x = fill(A, C64, 7);
+    CHECK(push(&x), "a push was refused");
+    EXPECT_POP(A, C64, &x); /* a take; the class is empty again */
+    transfer_drain_idle();  /* sees the take, in an empty class */
+    struct list y = fill(A, C64, 5);
+    CHECK(push(&y), "a push was refused");
+    transfer_drain_idle(); /* no take since the last call */
+    CHECK(!transfer_holds(C64, y.head) && live(A, C64) == l64 + 7,
+          "an idle list pushed after a drain of the emptied class was kept (%zu live, want %zu)", live(A, C64),
+          l64 + 7);
+    give_back(&x);
+    CHECK(tide_check() == 0, "tide_check() failed after the drains");
+    return 0;
+}
+
 /* ---- the tests ---------------------------------------------------------------------------- */
 
 static void in_child(int (*fn)(void *))
@@ -316,3 +337,4 @@ Test(transfer, a_class_holds_at_most_32_lists, .timeout = 180) { in_child(slots_
 Test(transfer, a_class_holds_at_most_512_kib, .timeout = 180) { in_child(class_bytes_case); }
 Test(transfer, an_arena_holds_at_most_1_mib, .timeout = 180) { in_child(arena_bytes_case); }
 Test(transfer, draining_idle_skips_the_classes_taken_from, .timeout = 180) { in_child(drain_case); }
+Test(transfer, a_take_counts_once_also_in_an_emptied_class, .timeout = 180) { in_child(drain_after_empty_case); }
