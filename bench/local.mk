@@ -51,6 +51,8 @@ bench_fastpath_CFLAGS = $(bench_cflags)
 #   DURATION=5        seconds per ebizzy run (default 1)
 #   MAX_LOAD=10       retry a run during which other processes used over 10% of the CPUs
 #   TIDE_CONFS="default purge:free"  TIDE_CONF values to run, replacing bench/tide-confs
+#   EXTRA_TIDE="before=/path/to/libtide.so"  other builds of libtide measured beside this
+#                     one in every table (LABEL=PATH, space-separated): before/after in one run
 # "bench" is also a directory: without .PHONY, make would call it up to date.
 .PHONY: bench
 PYTHON3 = python3
@@ -62,7 +64,8 @@ bench: src/libtide.la $(bench_programs)
 	  $(if $(ONLY),--only="$(ONLY)") $(if $(ALLOCS),--allocs="$(ALLOCS)") \
 	  $(if $(RUNS),--runs="$(RUNS)") $(if $(DURATION),--seconds="$(DURATION)") \
 	  $(if $(MAX_LOAD),--max-load="$(MAX_LOAD)") \
-	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)")
+	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)") \
+	  $(foreach x,$(EXTRA_TIDE),--extra-tide="$(x)")
 
 # run.py is the entry point; the package tidebench/ does the work (python3, standard library).
 bench_tidebench = bench/tidebench/__init__.py bench/tidebench/runner.py \

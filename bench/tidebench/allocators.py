@@ -116,6 +116,9 @@ def build_variants(args, notes):
         out["realloc"] += [tide_variant(lib, c) for c in confs.get("realloc", all_confs)]
         out["idle"] += [tide_variant(lib, c) for c in confs.get("idle", all_confs)]
         out["idle"].append(Variant("tide (single-threaded)", "tide", lib, argv=["--threads=1"]))
+        for label, extra in args.extra_tide:
+            for part in ("main", "small", "micro", "realloc", "idle"):
+                out[part].append(Variant(label, "tide", extra))
     for v in out["idle"]:
         v.argv = v.argv or list(IDLE_THREADS_ARGS)
     return out

@@ -32,7 +32,18 @@ def parse_args(description):
                         "other processes used more than PERCENT%% of the CPUs meanwhile")
     p.add_argument("--tide-confs", help="space-separated TIDE_CONF values ('default' = unset) "
                                         "replacing the [all] list of bench/tide-confs")
+    p.add_argument("--extra-tide", action="append", default=[], metavar="LABEL=LIBTIDE.SO",
+                   help="also measure another build of libtide (its default configuration) "
+                        "under LABEL, beside the others in every table: a before/after "
+                        "comparison in one run (repeatable)")
     args = p.parse_args()
+    extra = []
+    for x in args.extra_tide:
+        label, sep, lib = x.partition("=")
+        if not sep or not label or not os.path.exists(lib):
+            p.error(f"--extra-tide '{x}': want LABEL=PATH to an existing libtide.so")
+        extra.append((label, os.path.abspath(lib)))
+    args.extra_tide = extra
     args.srcdir = args.srcdir or args.builddir
     args.results = args.results or os.path.join(args.builddir, "bench", "results")
     args.runs = args.runs or (1 if args.quick else 5)
