@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "freelist.h"
 #include "pagemap.h"
 #include "report.h"
 #include "size_class.h"
@@ -40,7 +41,7 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
 {
     bin_t *bin = &arenas[ai]->bins[cls];
     size_t size = sc_size[cls];
-    void *first = NULL, **tail = &first;
+    void *first = NULL, **last = NULL;
     unsigned got = 0;
     lock_acquire(&bin->lock);
     while (got < n) {
@@ -52,6 +53,11 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
             slab = extent_alloc_slab(cls, ai);
             if (!slab)
                 break;
+            /* A region never handed out holds the fresh mark until malloc returns it: a
+             * free of it is looked at closely (freelist.h), not taken into a cache to be
+             * handed out twice. */
+            for (unsigned i = 0; i < sc_nregs[cls]; i++)
+                ((void **)(slab->addr + i * size))[1] = (void *)FREELIST_FRESH;
             bin->nslabs++;
             rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
         }
@@ -63,8 +69,11 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
                 unsigned b = (unsigned)__builtin_ctzll(bits);
                 bits &= bits - 1;
                 void **obj = (void **)(slab->addr + (w * 64 + b) * size);
-                *tail = obj;
-                tail = (void **)obj;
+                if (last)
+                    fl_set_next(last, obj);
+                else
+                    first = obj;
+                last = obj;
                 taken++;
             }
             slab->bitmap[w] = bits;
@@ -76,7 +85,8 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
     }
     bin->nregs_live += got;
     lock_release(&bin->lock);
-    *tail = NULL;
+    if (last)
+        fl_set_next(last, NULL);
     *head = first;
     return got;
 }
@@ -170,12 +180,15 @@ unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
     return freed;
 }
 
-unsigned arena_return_list(void *head, unsigned cls, const char *caller)
+unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char *caller)
 {
     void *objs[256];
     unsigned n = 0, freed = 0;
     for (void **p = head; p;) {
-        void **next = *p;
+        /* The walk is bounded by the count: a list made to loop ends too. */
+        if (count-- == 0)
+            freelist_corrupt(caller, p, p, cls);
+        void **next = freelist_next_checked(p, cls, caller);
         objs[n++] = p;
         p = next;
         if (n == ARRAY_SIZE(objs) || !p) {

@@ -31,16 +31,17 @@ extern unsigned narenas;
 /* N arenas, in metadata: 0 or ENOMEM. */
 int arenas_init(unsigned n);
 
-/* Take up to N regions of class CLS from ARENA, linked through their first word, lowest
- * address first.  Returns how many; *HEAD gets the list. */
+/* Take up to N regions of class CLS from ARENA, linked through their first word
+ * (freelist.h), lowest address first.  Returns how many; *HEAD gets the list. */
 unsigned arena_fill(unsigned arena, unsigned cls, void **head, unsigned n);
 /* Return N small regions of class CLS (from any arenas) to their slabs, aborting with
  * CALLER's name on a double free.  Returns how many emptied slabs went back to the page
  * heap (then dirty: the caller tells background_after_free). */
 unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller);
-/* The same for a list of them linked through their first word. */
-unsigned arena_return_list(void *head, unsigned cls, const char *caller);
-/* Whether small region P (of a live slab) is free in its slab: a double free. */
+/* The same for a list of COUNT of them (freelist.h); a longer list is corrupted. */
+unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char *caller);
+/* Whether small region P (of a live slab) is free in its slab: a double free, or a free of
+ * a region never handed out. */
 bool arena_region_is_free(extent_t *slab, uintptr_t p);
 
 /* For fork: every bin lock of every arena, in a fixed order. */

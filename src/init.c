@@ -10,6 +10,7 @@
 #include "background.h"
 #include "conf.h"
 #include "extent.h"
+#include "freelist.h"
 #include "lock.h"
 #include "os.h"
 #include "purge.h"
@@ -42,6 +43,7 @@ TIDE_NOINLINE bool init_boot(void)
     /* Nothing here may call malloc: the heap does not exist yet. */
     conf_init();
     os_init();
+    freelist_init();
     unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
     int err = region_init(conf.thp != 0);
     if (!err) {

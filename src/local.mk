@@ -6,6 +6,7 @@ src_libtide_la_SOURCES = \
 	src/rbtree.h src/rbtree.c \
 	src/size_class.h \
 	src/region.h src/region.c src/pagemap.h \
+	src/freelist.h src/freelist.c \
 	src/extent.h src/extent_internal.h src/extent.c src/extent_dirty.c \
 	src/purge.h src/purge.c \
 	src/arena.h src/arena.c \
@@ -23,7 +24,7 @@ src_libtide_la_SOURCES = \
 nodist_src_libtide_la_SOURCES = src/size_class_table.h
 src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS) \
 	$(TIDE_DEBUG_CPPFLAGS)
-src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec \
+src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec -fno-tree-slp-vectorize \
 	-fno-semantic-interposition -fno-plt -fno-builtin-malloc -fno-builtin-free \
 	-fno-builtin-calloc -fno-builtin-realloc
 src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now -Wl,-z,relro

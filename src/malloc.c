@@ -11,6 +11,7 @@
 #include "tide.h"
 
 #include "extent.h"
+#include "freelist.h"
 #include "init.h"
 #include "large.h"
 #include "pagemap.h"
@@ -88,7 +89,10 @@ TIDE_EXPORT void *tide_malloc(size_t size)
         tcache_t *tc = &tcache_tls;
         void **p = tc->head[cls];
         if (likely(p != NULL)) {
-            tc->head[cls] = p[0];
+            void *next = fl_next(p);
+            if (unlikely(!fl_plausible(next)))
+                freelist_corrupt("malloc", p, next, cls);
+            tc->head[cls] = next;
             p[1] = NULL;
             tc->avail[cls]++;
             return p;
@@ -112,18 +116,18 @@ TIDE_EXPORT void tide_free(void *p)
 {
     uintptr_t a = (uintptr_t)p;
     const range_t *r = &region.ranges[0];
-    uintptr_t off = a - r->base;
-    if (likely(off < ATOMIC_LOAD(&r->end) - r->base)) {
-        pm_entry_t entry = pm_read_offset(r, off);
+    uintptr_t base = r->base, off = a - base;
+    if (likely(off < ATOMIC_LOAD(&r->span))) {
+        pm_entry_t entry = ATOMIC_LOAD((pm_entry_t *)base + ~(off >> LG_PAGE)); /* pm_slot: base[-1 - page] */
         unsigned cls = pm_slab_class(entry);
         tcache_t *tc = &tcache_tls;
         void **obj = p;
         /* A small class, P the start of one of its regions (not a pointer into one), room
          * in the cache, and not already freed (the key). */
         if (likely(cls < SC_NSMALL && sc_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 &&
-                   obj[1] != (void *)tcache_key)) {
-            obj[0] = tc->head[cls];
-            obj[1] = (void *)tcache_key;
+                   !fl_marked(obj))) {
+            fl_set_next(obj, tc->head[cls]);
+            obj[1] = (void *)freelist_key;
             tc->head[cls] = obj;
             tc->avail[cls]--;
             return;
@@ -248,7 +252,7 @@ TIDE_EXPORT void *tide_realloc(void *p, size_t size)
     block_t b;
     block_lookup(p, "realloc", &b);
     /* A freed object still in a thread cache or back in its slab looks live here. */
-    if (unlikely(b.cls != EXTENT_NO_CLASS && ((void **)p)[1] == (void *)tcache_key))
+    if (unlikely(b.cls != EXTENT_NO_CLASS && fl_marked(p)))
         tcache_check_not_freed(p, b.cls, "realloc");
     size_t usable = sc_usable(size);
     if (unlikely(!usable)) {

@@ -404,11 +404,21 @@ bool os_secure(void)
 uint64_t os_random_seed(void)
 {
     OS_KEEP_ERRNO;
+    uint64_t v;
+    /* The kernel's generator (never blocks once it is seeded, which is before any user
+     * process runs); else the auxiliary vector's random bytes, mixed with a counter so
+     * that successive calls differ, and the clock. */
+    if (syscall(SYS_getrandom, &v, sizeof v, 1 /* GRND_NONBLOCK */) == (long)sizeof v)
+        return v;
+    static uint64_t calls;
     uint64_t seed = 0;
     const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
     if (r)
-        memcpy(&seed, r, sizeof seed);
-    return seed ^ os_now_ns() ^ ((uint64_t)getpid() << 32);
+        memcpy(&seed, r + (ATOMIC_ADD(&calls, 1) & 1) * 8, sizeof seed);
+    uint64_t z = seed ^ os_now_ns() ^ ((uint64_t)getpid() << 32) ^ (ATOMIC_LOAD(&calls) * 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
 size_t os_resident(uintptr_t addr, size_t size)

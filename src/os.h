@@ -86,6 +86,7 @@ void os_futex_wait(uint32_t *addr, uint32_t val);
 void os_futex_wake(uint32_t *addr, int n);
 void os_write_stderr(const char *s, size_t n);
 unsigned os_ncpus(void);
+/* 64 random bits, independent from one call to the next (getrandom). */
 uint64_t os_random_seed(void);
 /* AT_SECURE: a setuid or setgid program (or one with file capabilities), which must not
  * take settings from whoever started it. */

@@ -31,6 +31,19 @@ region_t region;
  * with less than 1 GiB of RAM + swap it is a quarter of that. */
 #define REGION_PROBE_MIN (256 * MiB)
 
+/* Where range R ends now; lock-free readers take span (end - base) as the bound, so a
+ * shrink lowers span first and a growth raises it last. */
+static void range_set_end(range_t *r, uintptr_t new_end)
+{
+    if (new_end < r->end) {
+        ATOMIC_STORE_REL(&r->span, new_end - r->base);
+        ATOMIC_STORE_REL(&r->end, new_end);
+    } else {
+        ATOMIC_STORE_REL(&r->end, new_end);
+        ATOMIC_STORE_REL(&r->span, new_end - r->base);
+    }
+}
+
 static size_t pm_bytes_for(size_t heap_bytes) { return ALIGN_UP((heap_bytes >> LG_PAGE) * REGION_PM_ENTRY_BYTES, PAGE); }
 
 static void region_apply_thp(range_t *r)
@@ -67,7 +80,7 @@ static int range_create(uintptr_t hint, size_t heap)
     range_t *r = &region.ranges[n];
     r->pm_lo = lo;
     r->base = lo + pm;
-    ATOMIC_STORE(&r->end, r->base + heap);
+    range_set_end(r, r->base + heap);
     region.heap_mapped += heap;
     region.pm_mapped += pm;
     region_apply_thp(r);
@@ -115,7 +128,7 @@ static int range_extend(range_t *r, size_t len)
     if (err)
         return err;
     region.heap_mapped += len;
-    ATOMIC_STORE_REL(&r->end, new_end);
+    range_set_end(r, new_end);
     region_apply_thp(r);
     return 0;
 }
@@ -216,7 +229,7 @@ int region_shrink(unsigned i, uintptr_t new_end)
     if (err)
         return err;
     region.heap_mapped -= end - new_end;
-    ATOMIC_STORE_REL(&r->end, new_end);
+    range_set_end(r, new_end);
     region.trimmed = true;
     return 0;
 }

@@ -28,6 +28,7 @@
 typedef struct range_s {
     uintptr_t base;  /* first heap byte; the page map (pagemap.h) lies just below */
     uintptr_t end;   /* end of the mapped heap; read without the lock (atomic) */
+    uintptr_t span;  /* end - base, kept with end (atomic): the free fast path's bound */
     uintptr_t pm_lo; /* lowest mapped byte of the page map */
 } range_t;
 
@@ -48,7 +49,7 @@ typedef struct region_s {
 /* A free tail smaller than this is never given back (see region_trim_point). */
 #define REGION_TRIM_MIN GiB
 
-extern region_t region;
+extern region_t region TIDE_HIDDEN;
 
 int region_init(bool thp);
 /* Whether the kernel's overcommit policy would grant a request for BYTES that it must
@@ -77,12 +78,12 @@ void region_set_thp(bool on);
 static inline const range_t *region_range_of(uintptr_t addr)
 {
     const range_t *r = &region.ranges[0];
-    if (likely(addr - r->base < ATOMIC_LOAD(&r->end) - r->base))
+    if (likely(addr - r->base < ATOMIC_LOAD(&r->span)))
         return r;
     unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
     for (unsigned i = 1; i < n; i++) {
         r = &region.ranges[i];
-        if (addr - r->base < ATOMIC_LOAD(&r->end) - r->base)
+        if (addr - r->base < ATOMIC_LOAD(&r->span))
             return r;
     }
     return NULL;

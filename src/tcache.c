@@ -8,6 +8,7 @@
 #include "background.h"
 #include "conf.h"
 #include "extent.h"
+#include "freelist.h"
 #include "os.h"
 #include "pagemap.h"
 #include "purge.h"
@@ -16,7 +17,6 @@
 #include "transfer.h"
 
 __thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
-uintptr_t tcache_key;
 
 static pthread_key_t tcache_exit_key;
 static int tcache_booted;  /* atomic */
@@ -58,8 +58,11 @@ static unsigned thread_arena(void)
 static void *alloc_direct(unsigned cls)
 {
     if (cls < SC_NSMALL) {
-        void *p;
-        return arena_fill(thread_arena(), cls, &p, 1) ? p : NULL;
+        void **p;
+        if (!arena_fill(thread_arena(), cls, (void **)&p, 1))
+            return NULL;
+        p[1] = NULL; /* the fresh mark or the key: handed out now */
+        return p;
     }
     extent_t *e = extent_alloc_large(sc_size[cls] >> LG_PAGE, PAGE, &tcache_hint);
     return e ? (void *)e->addr : NULL;
@@ -87,10 +90,10 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
     void **cut = NULL, **rest = tc->head[cls];
     for (unsigned i = 0; i < keep && rest; i++) {
         cut = rest;
-        rest = *rest;
+        rest = freelist_next_checked(rest, cls, "free");
     }
     if (cut)
-        *cut = NULL;
+        fl_set_next(cut, NULL);
     else
         tc->head[cls] = NULL;
     tc->avail[cls] = (uint16_t)(tc->cap[cls] - MIN(keep, count));
@@ -101,14 +104,14 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
          * thread allocated, so that is where the list is wanted. */
         const range_t *r = region_range_of((uintptr_t)rest);
         extent_t *slab = pm_desc(pm_read(r, (uintptr_t)rest));
-        if (!transfer_push(slab->arena, cls, rest, count - keep) && arena_return_list(rest, cls, "free"))
+        if (!transfer_push(slab->arena, cls, rest, count - keep) && arena_return_list(rest, count - keep, cls, "free"))
             background_after_free();
         return;
     }
     extent_t *batch[64];
     unsigned n = 0;
     for (void **p = rest; p;) {
-        void **next = *p;
+        void **next = freelist_next_checked(p, cls, "free");
         batch[n++] = extent_of_block((uintptr_t)p);
         if (n == ARRAY_SIZE(batch)) {
             extent_free_many(batch, n, &tcache_hint);
@@ -148,7 +151,6 @@ static void tcache_thread_exit(void *arg)
 
 void tcache_boot(void)
 {
-    tcache_key = (uintptr_t)os_random_seed() | 1;
     pthread_key_create(&tcache_exit_key, tcache_thread_exit);
     ATOMIC_STORE_REL(&tcache_booted, 1);
 }
@@ -185,7 +187,7 @@ void *tcache_alloc_slow(unsigned cls)
         return alloc_direct(cls);
     void **p = tc->head[cls];
     if (p) { /* large classes are served here, not on the fast path */
-        tc->head[cls] = *p;
+        tc->head[cls] = freelist_next_checked(p, cls, "malloc");
         p[1] = NULL;
         tc->avail[cls]++;
         return p;
@@ -201,7 +203,7 @@ void *tcache_alloc_slow(unsigned cls)
     else if (!(got = arena_fill(tc->arena, cls, &head, MAX(sc_tcache_init[cls] / 2u, 1u))))
         return NULL; /* (a bigger cache holds more, but a refill from slabs stays small) */
     p = head;
-    tc->head[cls] = *p;
+    tc->head[cls] = freelist_next_checked(p, cls, "malloc");
     tc->cap[cls] = (uint16_t)cap;
     tc->avail[cls] = (uint16_t)(cap - (got - 1));
     p[1] = NULL; /* a batch from another cache still carries the freed mark */
@@ -210,8 +212,15 @@ void *tcache_alloc_slow(unsigned cls)
 
 void tcache_check_not_freed(void *p, unsigned cls, const char *func)
 {
+    /* Only a region malloc never returned holds the fresh mark (every way out of the
+     * allocator clears the second word): wherever it is (a slab, this or another thread's
+     * cache), the program did not get this pointer from malloc. */
+    if (((void **)p)[1] == (void *)FREELIST_FRESH)
+        report_invalid_pointer(func, p);
     tcache_t *tc = &tcache_tls;
-    for (void **q = tc->head[cls]; q; q = *q)
+    /* The walk is bounded by the count: a list made to loop ends too. */
+    unsigned left = tc->state == TCACHE_ACTIVE ? (unsigned)(tc->cap[cls] - tc->avail[cls]) : 0;
+    for (void **q = tc->head[cls]; q && left; q = freelist_next_checked(q, cls, func), left--)
         if (q == p)
             report_double_free(func, p);
     if (cls < SC_NSMALL) {
@@ -227,7 +236,7 @@ void tcache_free_slow(void *p, unsigned cls)
     tcache_t *tc = &tcache_tls;
     if (tc->state == TCACHE_UNINIT)
         tcache_init(tc);
-    if (((void **)p)[1] == (void *)tcache_key)
+    if (fl_marked(p))
         tcache_check_not_freed(p, cls, "free");
     if (tc->state != TCACHE_ACTIVE) {
         free_direct(p, cls);
@@ -238,8 +247,8 @@ void tcache_free_slow(void *p, unsigned cls)
     if (tc->avail[cls] == 0)
         tcache_flush(tc, cls, MIN(tc->cap[cls] / 4u, 8u));
     void **obj = p;
-    obj[0] = tc->head[cls];
-    obj[1] = (void *)tcache_key;
+    fl_set_next(obj, tc->head[cls]);
+    obj[1] = (void *)freelist_key;
     tc->head[cls] = obj;
     tc->avail[cls]--;
 }

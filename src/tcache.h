@@ -36,7 +36,6 @@ typedef struct tcache_s {
 } tcache_t;
 
 extern __thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
-extern uintptr_t tcache_key;
 
 /* Slow paths: the cache of CLS is empty / full or not set up. */
 void *tcache_alloc_slow(unsigned cls);

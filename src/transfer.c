@@ -5,6 +5,7 @@
 
 #include "arena.h"
 #include "extent.h"
+#include "freelist.h"
 #include "lock.h"
 #include "report.h"
 #include "size_class_table.h"
@@ -145,7 +146,7 @@ static void drain(bool idle_only)
                 lock_release(&t->lock);
                 if (!n)
                     break;
-                arena_return_list(head, c, "free");
+                arena_return_list(head, n, c, "free");
             }
         }
 }
@@ -162,9 +163,11 @@ bool transfer_holds(unsigned cls, const void *p)
             continue;
         transfer_t *t = transfer_of(a, cls);
         lock_acquire(&t->lock);
-        for (unsigned b = 0; b < t->n && !found; b++)
-            for (void **q = t->head[b]; q && !found; q = *q)
+        for (unsigned b = 0; b < t->n && !found; b++) {
+            unsigned left = t->count[b]; /* bounded: a list made to loop ends too */
+            for (void **q = t->head[b]; q && left && !found; q = freelist_next_checked(q, cls, "free"), left--)
                 found = q == p;
+        }
         lock_release(&t->lock);
     }
     return found;

@@ -9,6 +9,8 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define TIDE_EXPORT __attribute__((visibility("default")))
+/* On the declaration of a variable the fast paths read: one RIP-relative load, no GOT. */
+#define TIDE_HIDDEN __attribute__((visibility("hidden")))
 #define TIDE_NOINLINE __attribute__((noinline))
 #define TIDE_INLINE static inline __attribute__((always_inline))
 #define TIDE_COLD __attribute__((cold, noinline))

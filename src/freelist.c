@@ -1,0 +1,55 @@
+/* freelist.c - the secret of the encoded free lists, and the full check of a link. */
+#include "freelist.h"
+
+#include <stdlib.h>
+
+#include "os.h"
+#include "pagemap.h"
+#include "region.h"
+#include "report.h"
+#include "size_class.h"
+
+uintptr_t freelist_secret, freelist_key, freelist_fresh;
+
+void freelist_init(void)
+{
+    /* Never 0: an all-zero word must not decode to a NULL link (the end of a list) in a
+     * page of its own. */
+    freelist_secret = (uintptr_t)os_random_seed() | ((uintptr_t)1 << 63);
+    /* Odd, bit 1 clear (see FREELIST_FRESH): never a pointer the program could have left.  Drawn apart from the
+     * secret: the key is stored in free objects, where a use after free can read it. */
+    freelist_key = ((uintptr_t)os_random_seed() | 1) & ~(uintptr_t)2;
+    freelist_fresh = freelist_key | 2;
+}
+
+bool freelist_valid(const void *next, unsigned cls)
+{
+    uintptr_t a = (uintptr_t)next;
+    const range_t *r = region_range_of(a);
+    if (!r || !fl_plausible(next))
+        return false;
+    pm_entry_t e = pm_read(r, a);
+    if (cls < SC_NSMALL)
+        return pm_is_slab_page(e) && pm_slab_class(e) == cls && sc_starts_region(cls, a - pm_slab_base(e, a));
+    /* A large class's list holds whole blocks: only the first page of a live block of that
+     * class carries the class. */
+    return pm_class(e) == cls && (a & PAGE_MASK) == 0;
+}
+
+void freelist_corrupt(const char *func, const void *obj, const void *next, unsigned cls)
+{
+    char o[24], nx[24], size[24];
+    const char *pieces[] = { func, "(): corrupted free list: the object after ", report_fmt_u64(o, (uintptr_t)obj, 1),
+                             " (a free block of ", report_fmt_u64(size, sc_size[cls], 0), " bytes) is ",
+                             report_fmt_u64(nx, (uintptr_t)next, 1), ", not a free block of its class" };
+    report_line(pieces, ARRAY_SIZE(pieces));
+    abort();
+}
+
+void *freelist_next_checked(void *const *obj, unsigned cls, const char *func)
+{
+    void *next = fl_next(obj);
+    if (next && !freelist_valid(next, cls))
+        freelist_corrupt(func, obj, next, cls);
+    return next;
+}

@@ -1,0 +1,57 @@
+/* freelist.h - free objects linked through their first word, with the links encoded.
+ *
+ * A free small object's first word holds the next object of its list: in a thread cache,
+ * a transfer cache, or a batch a refill hands over.  The word holds it encoded, as
+ * glibc's safe-linking does and with a per-process secret besides: the next pointer XOR
+ * the word's own address shifted right by 12 XOR the secret.  A linear overflow from the
+ * object before, or a use after free, that writes the word cannot make the list lead to
+ * an address of its choosing without the secret, and what it writes decodes to a
+ * random-looking pointer, which the pop rejects: the fast path checks the quantum
+ * alignment (a random word fails 15 times in 16), every slow path checks that the next
+ * object is a region of a live slab of the list's class (freelist_check). */
+#ifndef TIDE_FREELIST_H
+#define TIDE_FREELIST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+extern uintptr_t freelist_secret TIDE_HIDDEN;
+/* A free object's second word holds this per-process key, wherever it is free (a thread
+ * cache, a transfer cache, its slab, or a slab's region never handed out yet): a free
+ * whose object holds it is looked at closely (a double free, or a free of a block never
+ * allocated), as glibc's tcache does with its key. */
+extern uintptr_t freelist_key TIDE_HIDDEN;
+/* A region of a slab that malloc never returned holds the key with bit 1 set instead
+ * (the key has it clear): the free fast path takes both to its slow path with one test,
+ * which then tells a double free from a free of a block never allocated. */
+extern uintptr_t freelist_fresh TIDE_HIDDEN; /* freelist_key | 2 */
+#define FREELIST_FRESH freelist_fresh
+TIDE_INLINE bool fl_marked(void *const *obj) { return ((uintptr_t)obj[1] | 2) == freelist_fresh; }
+
+/* Draw the secret and the key (at start-up, before any list exists). */
+void freelist_init(void);
+
+TIDE_INLINE void *fl_next(void *const *obj)
+{
+    return (void *)((uintptr_t)obj[0] ^ ((uintptr_t)obj >> 12) ^ freelist_secret);
+}
+TIDE_INLINE void fl_set_next(void **obj, const void *next)
+{
+    obj[0] = (void *)((uintptr_t)next ^ ((uintptr_t)obj >> 12) ^ freelist_secret);
+}
+/* The quantum-alignment test the fast path can afford. */
+TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & (QUANTUM - 1)) == 0; }
+
+/* A corrupted link in a list of class CLS: "tide: FUNC(): corrupted free list ...", abort. */
+__attribute__((noreturn, cold)) void freelist_corrupt(const char *func, const void *obj, const void *next,
+                                                       unsigned cls);
+/* Whether NEXT (not NULL) is a region of a live slab of class CLS (a large class: the
+ * first page of a block of that class). */
+bool freelist_valid(const void *next, unsigned cls);
+/* The next object after OBJ in a list of class CLS, checked fully; aborts with FUNC's name
+ * when the link is corrupted. */
+void *freelist_next_checked(void *const *obj, unsigned cls, const char *func);
+
+#endif
