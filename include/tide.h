@@ -86,6 +86,8 @@ typedef struct tide_stats_s {
     uint64_t remap_vmas;      /* extra VMAs moved blocks occupy now, as tide counts them
                                  (an upper bound; the budget keeps it <= 2 x remap_max) */
     uint64_t remap_vmas_peak; /* the most remap_vmas has been since the process started */
+    uint64_t meta_vmas;       /* VMAs of tide's metadata range (descriptors, arenas), kept
+                               * apart from the heap's; tide's VMAs in all: vmas + meta_vmas */
 } tide_stats_t;
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "freelist.h"
+#include "meta.h"
 #include "pagemap.h"
 #include "report.h"
 #include "size_class.h"
@@ -20,11 +21,11 @@ static int slab_cmp(const rb_node_t *a, const rb_node_t *b)
 
 int arenas_init(unsigned n)
 {
-    arenas = extent_alloc_meta(n * sizeof(arena_t *));
+    arenas = meta_alloc(n * sizeof(arena_t *));
     if (!arenas)
         return ENOMEM;
     for (unsigned i = 0; i < n; i++) {
-        arena_t *a = extent_alloc_meta(sizeof(arena_t));
+        arena_t *a = meta_alloc(sizeof(arena_t));
         if (!a)
             return ENOMEM;
         a->ind = i;

@@ -30,10 +30,10 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
     while (a < end) {
         pm_entry_t entry = pm_read(r, a);
         size_t n;
-        if (pm_is_meta(entry)) {
-            n = pm_meta_pages(entry);
+        if (pm_is_reserved(entry)) {
+            n = pm_reserved_pages(entry);
             if (n == 0 || pm_read(r, a + ((n - 1) << LG_PAGE)) != entry)
-                return check_fail("metadata chunk with bad entries", a);
+                return check_fail("reserved pages with bad entries", a);
             *meta += n;
             prev_free_state = ~0u;
         } else {
@@ -97,8 +97,8 @@ int check_heap(void)
         for (unsigned s = 0; s < EXTENT_NFREE && !err; s++)
             if (npages[s] != pageheap.npages[s])
                 err = check_fail("free pages disagree with the page heap's count", s);
-        if (!err && (active != pageheap.npages_active || slab != pageheap.npages_slab || meta != pageheap.npages_meta))
-            err = check_fail("active, slab or metadata pages disagree with the counts", active);
+        if (!err && (active != pageheap.npages_active || slab != pageheap.npages_slab || meta != pageheap.npages_reserved))
+            err = check_fail("active, slab or reserved pages disagree with the counts", active);
         size_t total = active + meta + npages[0] + npages[1] + npages[2];
         if (!err && (total << LG_PAGE) != region.heap_mapped)
             err = check_fail("pages do not add up to what is mapped", total);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "meta.h"
 #include "os.h"
 #include "pagemap.h"
 #include "report.h"
@@ -26,7 +27,7 @@ pageheap_t pageheap;
  * to 5-8 GiB for 1 GiB live). */
 #define HINT_SLACK_PAGES (HUGEPAGE >> LG_PAGE)
 
-#define META_CHUNK_PAGES 16 /* 64 KiB: 500 descriptors */
+#define DESC_BATCH 32 /* descriptors fetched from the metadata range at a time */
 #define SPAN_CANDIDATES 8   /* largest runs of each state a span search starts from */
 #define EXTEND_SLACK (64 * MiB) /* growth in place by extending the range is always allowed this far */
 #define GIANT_PAGES ((256 * MiB) >> LG_PAGE) /* blocks placed to let the range shrink after them (take) */
@@ -181,127 +182,58 @@ static int grow(size_t min_pages)
     uintptr_t addr;
     size_t len;
     unsigned range;
-    int err = region_grow(min_pages << LG_PAGE, &addr, &len, &range);
+    int err = region_grow((min_pages + 1) << LG_PAGE, &addr, &len, &range);
     if (err)
         return err;
+    if (addr == region.ranges[range].base) {
+        /* A new range: its first page guards its page map too. */
+        extent_reserve_guard(range, addr);
+        addr += PAGE;
+        len -= PAGE;
+    }
     extent_add_free_run(addr, len >> LG_PAGE, range, EXTENT_CLEAN, 0);
     return 0;
 }
 
-/* Turn NPAGES pages at ADDR into metadata. */
-static void meta_claim(uintptr_t addr, size_t npages, unsigned range, bool zero)
-{
-    const range_t *r = &region.ranges[range];
-    /* A metadata chunk has no descriptor: its entries carry its length instead. */
-    pm_entry_t entry = pm_meta(npages);
-    pm_write(r, addr, entry);
-    pm_write(r, addr + ((npages - 1) << LG_PAGE), entry);
-    if (zero)
-        memset((void *)addr, 0, npages << LG_PAGE);
-    pageheap.meta_cur = addr;
-    pageheap.meta_end = addr + (npages << LG_PAGE);
-    pageheap.npages_meta += npages;
-}
-
-/* Start a new metadata chunk of at least NPAGES pages.  Takes the chunk from the tail
- * of a free run so that no new descriptor is needed, or from freshly mapped pages.  From
- * the start of a run that ends the range and could be given back (extent_trim_tail),
- * though: metadata is never freed, and a chunk at the end would keep it mapped for good. */
-static int meta_carve(size_t npages)
-{
-    size_t key = npages;
-    extent_t *f = NULL;
-    static const unsigned order[] = { EXTENT_CLEAN, EXTENT_DIRTY, EXTENT_LAZY };
-    for (unsigned i = 0; i < 3 && !f; i++) {
-        rb_node_t *n = rb_lower_bound(&pageheap.free[order[i]], &key, extent_cmp_npages);
-        if (n)
-            f = container_of(n, extent_t, rb);
-    }
-    if (f) {
-        bool zero = f->state != EXTENT_CLEAN;
-        unsigned range = f->range;
-        extent_tree_remove(f);
-        uintptr_t chunk = extent_end(f) - (npages << LG_PAGE);
-        if (extent_end(f) == ATOMIC_LOAD(&extent_range(f)->end) && extent_size(f) >= REGION_TRIM_MIN) {
-            chunk = f->addr;
-            f->addr += npages << LG_PAGE;
-        }
-        f->npages -= npages;
-        if (f->npages) {
-            extent_set_free_edges(f);
-            extent_tree_insert(f);
-        } else {
-            extent_desc_put(f);
-        }
-        meta_claim(chunk, npages, range, zero);
-        return 0;
-    }
-    uintptr_t addr;
-    size_t len;
-    unsigned range;
-    int err = region_grow((npages + 1) << LG_PAGE, &addr, &len, &range);
-    if (err)
-        return err;
-    meta_claim(addr, npages, range, false);
-    /* The rest of the fresh span needs a descriptor: the new chunk provides it. */
-    extent_t *e = (extent_t *)pageheap.meta_cur;
-    pageheap.meta_cur += ALIGN_UP(sizeof(extent_t), (size_t)TIDE_CACHELINE);
-    memset(e, 0, sizeof *e);
-    e->addr = addr + (npages << LG_PAGE);
-    e->npages = (len >> LG_PAGE) - npages;
-    e->range = (uint8_t)range;
-    extent_insert_free(e, EXTENT_CLEAN, 0);
-    return 0;
-}
-
-static void *meta_bump(size_t size)
-{
-    size = ALIGN_UP(size, (size_t)TIDE_CACHELINE);
-    if (pageheap.meta_cur + size > pageheap.meta_end) {
-        if (meta_carve(MAX((size_t)META_CHUNK_PAGES, pages_of(size))) != 0)
-            return NULL;
-    }
-    void *p = (void *)pageheap.meta_cur;
-    pageheap.meta_cur += size;
-    return p;
-}
-
-/* Make sure N descriptors can be had without allocating. */
+/* Make sure N descriptors can be had without allocating: they come from the metadata
+ * range (meta.h), apart from the heap, DESC_BATCH at a time. */
 int extent_desc_reserve(size_t n)
 {
     while (pageheap.ndesc_free < n) {
-        extent_t *e = meta_bump(sizeof(extent_t));
-        if (!e)
+        size_t each = ALIGN_UP(sizeof(extent_t), (size_t)TIDE_CACHELINE);
+        char *batch = meta_alloc(DESC_BATCH * each);
+        if (!batch)
             return ENOMEM;
-        e->state = EXTENT_RETIRED;
-        extent_desc_put(e);
+        for (unsigned i = 0; i < DESC_BATCH; i++) {
+            extent_t *e = (extent_t *)(batch + i * each);
+            e->state = EXTENT_RETIRED;
+            extent_desc_put(e);
+        }
     }
     return 0;
 }
 
-void *extent_alloc_meta(size_t size)
-{
-    lock_acquire(&pageheap.lock);
-    void *p = meta_bump(size);
-    lock_release(&pageheap.lock);
-    return p;
-}
-
-void extent_init(void)
+int extent_init(void)
 {
     lock_init(&pageheap.lock);
     list_init(&pageheap.dirty_lru);
-    /* The first range starts empty: hand its pages to the heap. */
+    /* The first range starts empty: its first page is a guard (below it lies the page
+     * map), the rest goes to the heap. */
     const range_t *r = &region.ranges[0];
-    uintptr_t addr = r->base;
-    size_t npages = (r->end - r->base) >> LG_PAGE;
-    meta_claim(addr, META_CHUNK_PAGES, 0, false);
-    extent_t *e = (extent_t *)pageheap.meta_cur;
-    pageheap.meta_cur += ALIGN_UP(sizeof(extent_t), (size_t)TIDE_CACHELINE);
-    memset(e, 0, sizeof *e);
-    e->addr = addr + (META_CHUNK_PAGES << LG_PAGE);
-    e->npages = npages - META_CHUNK_PAGES;
-    extent_insert_free(e, EXTENT_CLEAN, 0);
+    extent_reserve_guard(0, r->base);
+    if (extent_desc_reserve(1) != 0)
+        return ENOMEM;
+    extent_add_free_run(r->base + PAGE, ((r->end - r->base) >> LG_PAGE) - 1, 0, EXTENT_CLEAN, 0);
+    return 0;
+}
+
+void extent_reserve_guard(unsigned range, uintptr_t base)
+{
+    /* No descriptor: the entry carries the length.  The guard costs no VMA where the
+     * kernel has MADV_GUARD_INSTALL (6.13+); elsewhere the page simply stays unused. */
+    pm_write(&region.ranges[range], base, pm_reserved(1));
+    os_guard(base, PAGE);
+    pageheap.npages_reserved++;
 }
 
 /* ---- allocation ------------------------------------------------------------------ */
@@ -684,7 +616,7 @@ void extent_stats(extent_stats_t *out)
     out->dirty = pageheap.npages[EXTENT_DIRTY] << LG_PAGE;
     out->lazy = pageheap.npages[EXTENT_LAZY] << LG_PAGE;
     out->clean = pageheap.npages[EXTENT_CLEAN] << LG_PAGE;
-    out->metadata = (pageheap.npages_meta << LG_PAGE) + region.pm_mapped;
+    out->reserved = pageheap.npages_reserved << LG_PAGE;
     out->nlarge_alloc = pageheap.nlarge_alloc;
     out->nlarge_free = pageheap.nlarge_free;
     out->nslabs = pageheap.nslabs;

@@ -55,7 +55,7 @@ typedef struct extent_s {
 } extent_t;
 
 typedef struct extent_stats_s {
-    size_t active, slab_bytes, dirty, lazy, clean, metadata; /* bytes */
+    size_t active, slab_bytes, dirty, lazy, clean, reserved; /* bytes */
     size_t nlarge_alloc, nlarge_free, nslabs;
 } extent_stats_t;
 
@@ -64,17 +64,19 @@ typedef struct pageheap_s {
     rb_root_t free[EXTENT_NFREE];
     list_node_t dirty_lru;
     size_t npages[EXTENT_NFREE]; /* free pages by state; purging pages count as dirty */
-    size_t npages_active, npages_slab, npages_meta;
+    size_t npages_active, npages_slab, npages_reserved;
     size_t nlarge_alloc, nlarge_free, nslabs;
     extent_t *desc_free;  /* recycled descriptors (linked through addr) */
     size_t ndesc_free;
-    uintptr_t meta_cur, meta_end; /* the metadata chunk being carved */
 } pageheap_t;
 
 extern pageheap_t pageheap;
 
-/* The page heap over the first range (region_init first). */
-void extent_init(void);
+/* The page heap over the first range (region_init and meta_init first): 0 or ENOMEM. */
+int extent_init(void);
+/* The first page of range RANGE (at BASE) is a guard between the page map below it and
+ * the heap: no extent ever holds it.  Lock held (or start-up). */
+void extent_reserve_guard(unsigned range, uintptr_t base);
 
 /* Where a thread last freed a large block: the free run it went into, and the block's
  * size.  The thread's next large block starts there when the run still fits (see
@@ -110,8 +112,6 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_
 /* After the pages of OLD were moved to TARGET: OLD's place becomes clean free space and
  * TARGET the live block. */
 void extent_finish_move(extent_t *old, extent_t *target);
-/* Zeroed, never-freed metadata. */
-void *extent_alloc_meta(size_t size);
 
 /* The extent whose first page is ADDR when it is a live large block or slab, else NULL. */
 extent_t *extent_of_block(uintptr_t addr);

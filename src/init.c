@@ -12,6 +12,7 @@
 #include "extent.h"
 #include "freelist.h"
 #include "lock.h"
+#include "meta.h"
 #include "os.h"
 #include "purge.h"
 #include "region.h"
@@ -46,10 +47,12 @@ TIDE_NOINLINE bool init_boot(void)
     freelist_init();
     unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
     int err = region_init(conf.thp != 0);
-    if (!err) {
-        extent_init();
+    if (!err)
+        err = meta_init();
+    if (!err)
+        err = extent_init();
+    if (!err)
         err = arenas_init(n);
-    }
     if (!err)
         err = transfer_init(n);
     if (err) {
@@ -112,6 +115,7 @@ static void tide_prefork(void)
     transfer_lock_all();
     arenas_lock_all();
     lock_acquire(&pageheap.lock);
+    meta_prefork();
 }
 
 static bool tide_fork_pop(void)
@@ -125,6 +129,7 @@ static void tide_postfork_parent(void)
 {
     if (!tide_fork_pop())
         return;
+    meta_postfork_parent();
     lock_release(&pageheap.lock);
     arenas_unlock_all();
     transfer_unlock_all();
@@ -146,6 +151,7 @@ static void tide_postfork_child(void)
     if (!locked)
         return;
     purge_postfork_child();
+    meta_postfork_child();
     lock_init(&pageheap.lock);
     arenas_reinit_locks();
     transfer_reinit_locks();

@@ -7,6 +7,7 @@ src_libtide_la_SOURCES = \
 	src/size_class.h \
 	src/region.h src/region.c src/pagemap.h \
 	src/freelist.h src/freelist.c \
+	src/meta.h src/meta.c \
 	src/extent.h src/extent_internal.h src/extent.c src/extent_dirty.c \
 	src/purge.h src/purge.c \
 	src/arena.h src/arena.c \

@@ -309,6 +309,31 @@ int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice)
     return err;
 }
 
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+
+/* Guard pages as page-table markers (Linux 6.13+): a touch is a SIGSEGV, and unlike
+ * mprotect the VMA is not split.  EINVAL on older kernels. */
+int os_guard(uintptr_t addr, size_t size)
+{
+    OS_KEEP_ERRNO;
+    if (os_fault(OS_OP_GUARD))
+        return EINVAL;
+    int r = madvise((void *)addr, size, MADV_GUARD_INSTALL);
+    ATOMIC_ADD(&os_counters.guard_calls, 1);
+    return r ? errno : 0;
+}
+
+int os_unguard(uintptr_t addr, size_t size)
+{
+    OS_KEEP_ERRNO;
+    int r = madvise((void *)addr, size, MADV_GUARD_REMOVE);
+    ATOMIC_ADD(&os_counters.guard_calls, 1);
+    return r ? errno : 0;
+}
+
 int os_hugepage(uintptr_t addr, size_t size)
 {
     OS_KEEP_ERRNO;

@@ -30,6 +30,7 @@ typedef enum {
     OS_OP_PURGE_STALL,        /* a purge that worked returns only once the op is set again */
     OS_OP_PROBE,   /* the overcommit probe: the kernel refuses the request */
     OS_OP_UNMAP,   /* munmap of a range's tail */
+    OS_OP_GUARD,   /* MADV_GUARD_INSTALL fails with EINVAL, as before Linux 6.13 */
     OS_OP_COUNT
 } os_op_t;
 
@@ -43,6 +44,7 @@ typedef struct os_counters_s {
     uint64_t heal_calls;
     uint64_t probe_calls;
     uint64_t unmap_calls;
+    uint64_t guard_calls;
 } os_counters_t;
 
 extern os_counters_t os_counters;
@@ -73,6 +75,10 @@ int os_purge(uintptr_t addr, size_t size, os_advice_t advice);
 /* The same for N ranges at once (process_madvise where the kernel has it). */
 int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice);
 int os_hugepage(uintptr_t addr, size_t size);
+/* Make [ADDR, ADDR+SIZE) guard pages, or ordinary pages again, without splitting its VMA
+ * (MADV_GUARD_INSTALL/REMOVE, Linux 6.13+; EINVAL before). */
+int os_guard(uintptr_t addr, size_t size);
+int os_unguard(uintptr_t addr, size_t size);
 
 /* Move SIZE bytes of pages from SRC to DST (both ours, not overlapping), leaving SRC
  * mapped and empty (mremap with MREMAP_DONTUNMAP). */

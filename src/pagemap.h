@@ -9,7 +9,8 @@
  *                    has one;
  *   large tail       the last page of a large block: the block (no class);
  *   free edge        the first and last page of a free run: the run;
- *   metadata         the first and last page of a metadata chunk: its length in pages;
+ *   reserved         the first and last page of pages kept out of use (a guard): their
+ *                    length in pages;
  *   empty (0)        no extent starts or ends here.
  * Interior pages of large blocks and free runs hold empty or stale large-tail and
  * free-edge entries, never one that carries a class: so the free fast path can trust a
@@ -37,7 +38,7 @@ _Static_assert(sizeof(pm_entry_t) == REGION_PM_ENTRY_BYTES, "the region reserves
 #define PM_PAGE_MASK 7u
 #define PM_TAG_LARGE 0xF0u /* head of a classless large block, tail of any */
 #define PM_TAG_FREE 0xF1u
-#define PM_TAG_META 0xF2u
+#define PM_TAG_RESERVED 0xF2u
 
 static inline pm_entry_t pm_make_(uintptr_t low, unsigned tag)
 {
@@ -61,7 +62,7 @@ static inline pm_entry_t pm_large_head(const void *block, unsigned cls)
 }
 static inline pm_entry_t pm_large_tail(const void *block) { return pm_make_((uintptr_t)block, PM_TAG_LARGE); }
 static inline pm_entry_t pm_free_edge(const void *run) { return pm_make_((uintptr_t)run, PM_TAG_FREE); }
-static inline pm_entry_t pm_meta(size_t npages) { return pm_make_((uintptr_t)npages, PM_TAG_META); }
+static inline pm_entry_t pm_reserved(size_t npages) { return pm_make_((uintptr_t)npages, PM_TAG_RESERVED); }
 
 /* ---- reading them ---------------------------------------------------------------------- */
 
@@ -83,8 +84,8 @@ static inline bool pm_is_large_edge(pm_entry_t e)
     return t == PM_TAG_LARGE || (t > SC_NSMALL && t <= SC_NCACHED);
 }
 static inline bool pm_is_free_edge(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREE; }
-static inline bool pm_is_meta(pm_entry_t e) { return pm_tag_(e) == PM_TAG_META; }
-static inline size_t pm_meta_pages(pm_entry_t e) { return (size_t)(e & PM_PTR_MASK); }
+static inline bool pm_is_reserved(pm_entry_t e) { return pm_tag_(e) == PM_TAG_RESERVED; }
+static inline size_t pm_reserved_pages(pm_entry_t e) { return (size_t)(e & PM_PTR_MASK); }
 /* The descriptor of a slab page, a large edge or a free edge. */
 static inline void *pm_desc(pm_entry_t e) { return (void *)(uintptr_t)(e & PM_PTR_MASK); }
 /* The first byte of the slab that holds ADDR, from the entry of ADDR's page. */

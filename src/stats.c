@@ -11,6 +11,7 @@
 #include "purge.h"
 #include "region.h"
 #include "large.h"
+#include "meta.h"
 #include "tcache.h"
 
 void stats_collect(tide_stats_t *s, bool expensive)
@@ -21,12 +22,15 @@ void stats_collect(tide_stats_t *s, bool expensive)
     arena_stats_t ar;
     arenas_stats(&ar);
     extent_stats(&ph);
-    s->mapped = region.heap_mapped + region.pm_mapped;
+    meta_stats_t ms;
+    meta_stats(&ms);
+    /* The heap's pages, its page map, and the metadata range. */
+    s->mapped = region.heap_mapped + region.pm_mapped + ms.mapped;
     s->active = ph.active;
     s->dirty = ph.dirty;
     s->lazy = ph.lazy;
     s->clean = ph.clean;
-    s->metadata = ph.metadata;
+    s->metadata = region.pm_mapped + ms.mapped + ph.reserved;
     s->allocated = ar.allocated + (ph.active - ph.slab_bytes);
     s->lazyfree_est = ph.lazy;
     s->nranges = ATOMIC_LOAD(&region.nranges);
@@ -61,6 +65,12 @@ void stats_collect(tide_stats_t *s, bool expensive)
         s->resident = region_resident();
         long v = region_vmas();
         s->vmas = v < 0 ? 0 : (uint64_t)v;
+        uintptr_t chunks[32][2];
+        unsigned n = meta_chunks(chunks, 32);
+        for (unsigned i = 0; i < n && i < 32; i++) {
+            long m = os_count_vmas(chunks[i][0], chunks[i][1]);
+            s->meta_vmas += m < 0 ? 0 : (uint64_t)m;
+        }
     }
 }
 
@@ -69,7 +79,7 @@ void stats_collect(tide_stats_t *s, bool expensive)
     X(lazyfree_est) X(nranges) X(vmas) X(nmalloc_large) X(nfree_large) X(nslabs)               \
     X(process_madvise_calls) X(process_madvise_bytes) X(purges) X(purged_bytes) X(grows)       \
     X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
-    X(nthreads) X(remap_vmas) X(remap_vmas_peak)
+    X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas)
 
 void stats_print(int json)
 {

@@ -65,7 +65,11 @@ static void *alloc_direct(unsigned cls)
         return p;
     }
     extent_t *e = extent_alloc_large(sc_size[cls] >> LG_PAGE, PAGE, &tcache_hint);
-    return e ? (void *)e->addr : NULL;
+    if (!e)
+        return NULL;
+    /* The pages may have been a slab's: a mark left in them is no longer one. */
+    ((void **)e->addr)[1] = NULL;
+    return (void *)e->addr;
 }
 
 static void free_direct(void *p, unsigned cls)
@@ -212,10 +216,11 @@ void *tcache_alloc_slow(unsigned cls)
 
 void tcache_check_not_freed(void *p, unsigned cls, const char *func)
 {
-    /* Only a region malloc never returned holds the fresh mark (every way out of the
-     * allocator clears the second word): wherever it is (a slab, this or another thread's
-     * cache), the program did not get this pointer from malloc. */
-    if (((void **)p)[1] == (void *)FREELIST_FRESH)
+    /* Only a small region malloc never returned holds the fresh mark (every way out of
+     * the allocator clears the second word; a large block's pages may keep a mark from
+     * when they were a slab): wherever it is (a slab, this or another thread's cache), the
+     * program did not get this pointer from malloc. */
+    if (cls < SC_NSMALL && ((void **)p)[1] == (void *)FREELIST_FRESH)
         report_invalid_pointer(func, p);
     tcache_t *tc = &tcache_tls;
     /* The walk is bounded by the count: a list made to loop ends too. */

@@ -7,6 +7,7 @@
 #include "extent.h"
 #include "freelist.h"
 #include "lock.h"
+#include "meta.h"
 #include "report.h"
 #include "size_class_table.h"
 #include "util.h"
@@ -44,9 +45,9 @@ static transfer_t *transfer_of(unsigned arena, unsigned cls) { return &transfers
  * being initialised (they hold nothing: only a thread of the arena allocates slabs). */
 int transfer_init(unsigned narena)
 {
-    transfers = extent_alloc_meta((size_t)narena * SC_NSMALL * sizeof(transfer_t));
-    ready = extent_alloc_meta(narena);
-    budgets = extent_alloc_meta((size_t)narena * sizeof(arena_budget_t));
+    transfers = meta_alloc((size_t)narena * SC_NSMALL * sizeof(transfer_t));
+    ready = meta_alloc(narena);
+    budgets = meta_alloc((size_t)narena * sizeof(arena_budget_t));
     if (!transfers || !ready || !budgets)
         return ENOMEM;
     ATOMIC_STORE_REL(&ntransfers, narena);

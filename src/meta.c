@@ -1,0 +1,104 @@
+/* meta.c - tide's metadata range: a bump allocator over one VMA of its own.
+ *
+ * It is placed at a random address away from the heap's (so the two never become
+ * neighbours the kernel would merge into one VMA) and grows at its end with
+ * MAP_FIXED_NOREPLACE, by at least a quarter of what it has; only when something else
+ * sits there does it start a chunk elsewhere. */
+#include "meta.h"
+
+#include <errno.h>
+
+#include "lock.h"
+#include "os.h"
+#include "util.h"
+
+#define META_MAX_CHUNKS 32
+#define META_MIN_GROW (1 * MiB)
+#define META_HINT_LO ((uintptr_t)24 << 40) /* the heap's first range sits in [16, 20) TiB */
+#define META_HINT_SPAN_GIB 4096u
+
+static lock_t meta_lock = LOCK_INITIALIZER;
+static uintptr_t chunk_lo[META_MAX_CHUNKS], chunk_hi[META_MAX_CHUNKS];
+static unsigned nchunks;
+static uintptr_t cur, end; /* the chunk being bumped: [cur, end) is free */
+static size_t mapped, used;
+
+static int new_chunk(size_t len, uintptr_t hint)
+{
+    if (nchunks == META_MAX_CHUNKS)
+        return ENOMEM;
+    uintptr_t a = hint;
+    int err = hint ? os_map_at(a, len) : EEXIST;
+    if (err && os_map_anywhere(len, PAGE, &a) != 0)
+        return ENOMEM;
+    chunk_lo[nchunks] = a;
+    chunk_hi[nchunks] = a + len;
+    nchunks++;
+    cur = a;
+    end = a + len;
+    mapped += len;
+    return 0;
+}
+
+int meta_init(void)
+{
+    lock_init(&meta_lock);
+    uint64_t seed = os_random_seed();
+    uintptr_t hint = META_HINT_LO + (uintptr_t)(seed % META_HINT_SPAN_GIB) * GiB +
+                     ((uintptr_t)(seed >> 20) % (GiB / PAGE)) * PAGE;
+    return new_chunk(META_MIN_GROW, hint);
+}
+
+/* Make room for SIZE bytes at cur: extend the chunk in place, else start another.  Lock
+ * held. */
+static int grow(size_t size)
+{
+    size_t step = ALIGN_UP(MAX(size, MAX(mapped / 4, META_MIN_GROW)), PAGE);
+    if (os_map_at(end, step) == 0) {
+        chunk_hi[nchunks - 1] = end + step;
+        end += step;
+        mapped += step;
+        return 0;
+    }
+    /* Taken (or refused): the rest of this chunk stays unused. */
+    return new_chunk(step, 0);
+}
+
+void *meta_alloc(size_t size)
+{
+    size = ALIGN_UP(size, (size_t)TIDE_CACHELINE);
+    lock_acquire(&meta_lock);
+    void *p = NULL;
+    if (cur + size <= end || grow(size) == 0) {
+        p = (void *)cur;
+        cur += size;
+        used += size;
+    }
+    lock_release(&meta_lock);
+    return p;
+}
+
+void meta_stats(meta_stats_t *out)
+{
+    lock_acquire(&meta_lock);
+    out->mapped = mapped;
+    out->used = used;
+    out->nchunks = nchunks;
+    lock_release(&meta_lock);
+}
+
+unsigned meta_chunks(uintptr_t (*out)[2], unsigned max)
+{
+    lock_acquire(&meta_lock);
+    unsigned n = nchunks;
+    for (unsigned i = 0; i < n && i < max; i++) {
+        out[i][0] = chunk_lo[i];
+        out[i][1] = chunk_hi[i];
+    }
+    lock_release(&meta_lock);
+    return n;
+}
+
+void meta_prefork(void) { lock_acquire(&meta_lock); }
+void meta_postfork_parent(void) { lock_release(&meta_lock); }
+void meta_postfork_child(void) { lock_init(&meta_lock); }

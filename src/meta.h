@@ -1,0 +1,33 @@
+/* meta.h - tide's own memory, apart from the heap.
+ *
+ * Extent descriptors (with the slabs' bitmaps), arenas, bins and transfer caches live in a
+ * range of their own, not among the blocks the program writes: no overflow of a block
+ * reaches them.  Like the heap's range it is one VMA, mapped with MAP_NORESERVE and grown
+ * at its end; nothing in it is ever freed.  Memory comes zero-filled and cache-line
+ * aligned. */
+#ifndef TIDE_META_H
+#define TIDE_META_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reserve the range (start-up): 0 or ENOMEM. */
+int meta_init(void);
+/* SIZE bytes of zeroed metadata, or NULL when memory is exhausted.  Any lock may be held:
+ * meta's own is taken last. */
+void *meta_alloc(size_t size);
+
+typedef struct meta_stats_s {
+    size_t mapped; /* bytes mapped */
+    size_t used;   /* bytes handed out */
+    unsigned nchunks;
+} meta_stats_t;
+void meta_stats(meta_stats_t *out);
+/* The mapped chunks [lo, hi), at most MAX; returns how many there are. */
+unsigned meta_chunks(uintptr_t (*out)[2], unsigned max);
+
+void meta_prefork(void);
+void meta_postfork_parent(void);
+void meta_postfork_child(void);
+
+#endif
