@@ -30,6 +30,8 @@ pageheap_t pageheap;
 #define DESC_BATCH 32 /* descriptors fetched from the metadata range at a time */
 #define SPAN_CANDIDATES 8   /* largest runs of each state a span search starts from */
 #define EXTEND_SLACK (64 * MiB) /* growth in place by extending the range is always allowed this far */
+#define HEAP_SKIP_MAX_PAGES 512 /* the first range's heap starts up to this many pages in */
+#define SLAB_AVOID_TRIES 8 /* runs take() looks at past a freed block's (for a slab) */
 #define GIANT_PAGES ((256 * MiB) >> LG_PAGE) /* blocks placed to let the range shrink after them (take) */
 
 static int extent_cmp(const rb_node_t *a, const rb_node_t *b)
@@ -149,20 +151,31 @@ void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp)
     extent_t *n = extent_free_neighbour(e, true, state);
     if (n) {
         extent_tree_remove(n);
+        extent_keep_freed_head(e, e);
         e->addr = n->addr;
         e->npages += n->npages;
         e->stamp = MAX(e->stamp, n->stamp);
+        e->freed_head = n->freed_head;
         extent_desc_put(n);
     }
     n = extent_free_neighbour(e, false, state);
     if (n) {
         extent_tree_remove(n);
+        extent_keep_freed_head(e, n);
         e->npages += n->npages;
         e->stamp = MAX(e->stamp, n->stamp);
         extent_desc_put(n);
     }
     extent_set_free_edges(e);
     extent_tree_insert(e);
+}
+
+void extent_keep_freed_head(extent_t *run, const extent_t *part)
+{
+    /* PART's first page becomes an interior page of RUN: a freed block's head keeps
+     * saying so there (set_edges writes only RUN's edges, after this). */
+    if (part->freed_head)
+        pm_write(extent_range(part), part->addr, pm_freed_head(run));
 }
 
 /* Make [ADDR, ADDR + NPAGES pages) of range RANGE a free run in STATE (it may merge
@@ -187,7 +200,7 @@ static int grow(size_t min_pages)
         return err;
     if (addr == region.ranges[range].base) {
         /* A new range: its first page guards its page map too. */
-        extent_reserve_guard(range, addr);
+        extent_reserve_guard(range, addr, 1);
         addr += PAGE;
         len -= PAGE;
     }
@@ -220,20 +233,27 @@ int extent_init(void)
     /* The first range starts empty: its first page is a guard (below it lies the page
      * map), the rest goes to the heap. */
     const range_t *r = &region.ranges[0];
-    extent_reserve_guard(0, r->base);
+    /* The heap starts a random number of pages (1 to 512) after it, so that where the first
+     * blocks are has the range's randomness and 9 bits more (the pages between stay
+     * unused: address space, not memory). */
+    size_t skip = 1 + (size_t)(os_random_seed() % HEAP_SKIP_MAX_PAGES);
+    extent_reserve_guard(0, r->base, skip);
     if (extent_desc_reserve(1) != 0)
         return ENOMEM;
-    extent_add_free_run(r->base + PAGE, ((r->end - r->base) >> LG_PAGE) - 1, 0, EXTENT_CLEAN, 0);
+    extent_add_free_run(r->base + (skip << LG_PAGE), ((r->end - r->base) >> LG_PAGE) - skip, 0, EXTENT_CLEAN, 0);
     return 0;
 }
 
-void extent_reserve_guard(unsigned range, uintptr_t base)
+void extent_reserve_guard(unsigned range, uintptr_t base, size_t npages)
 {
-    /* No descriptor: the entry carries the length.  The guard costs no VMA where the
-     * kernel has MADV_GUARD_INSTALL (6.13+); elsewhere the page simply stays unused. */
-    pm_write(&region.ranges[range], base, pm_reserved(1));
+    /* No descriptor: the first and last entries carry the length.  The guard costs no VMA
+     * where the kernel has MADV_GUARD_INSTALL (6.13+); elsewhere the page simply stays
+     * unused. */
+    const range_t *r = &region.ranges[range];
+    pm_write(r, base + ((npages - 1) << LG_PAGE), pm_reserved(npages));
+    pm_write(r, base, pm_reserved(npages));
     os_guard(base, PAGE);
-    pageheap.npages_reserved++;
+    pageheap.npages_reserved += npages;
 }
 
 /* ---- allocation ------------------------------------------------------------------ */
@@ -249,19 +269,27 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
      * pieces around it write theirs. */
     extent_clear_edges(f);
     unsigned state = f->state;
+    uint64_t stamp = f->stamp;
     size_t lead = (start - f->addr) >> LG_PAGE;
     size_t trail = f->npages - lead - npages;
-    if (lead)
-        extent_add_free_run(f->addr, lead, f->range, state, f->stamp);
+    extent_t *cut = f;
+    if (lead) {
+        /* F stays the lead's, as freed heads inside the lead name it. */
+        cut = extent_desc_get();
+        cut->range = f->range;
+        f->npages = lead;
+        extent_insert_free(f, state, stamp);
+    }
     if (trail)
-        extent_add_free_run(start + (npages << LG_PAGE), trail, f->range, state, f->stamp);
-    f->addr = start;
-    f->npages = npages;
-    f->zeroed = state == EXTENT_CLEAN;
-    f->moved_len = 0;
-    f->moved_pieces = 0;
+        extent_add_free_run(start + (npages << LG_PAGE), trail, cut->range, state, stamp);
+    cut->freed_head = 0;
+    cut->addr = start;
+    cut->npages = npages;
+    cut->zeroed = state == EXTENT_CLEAN;
+    cut->moved_len = 0;
+    cut->moved_pieces = 0;
     pageheap.npages_active += npages;
-    return f;
+    return cut;
 }
 
 /* The smallest free run of at least NPAGES pages, dirty first, then lazy, then clean. */
@@ -295,8 +323,10 @@ extent_t *extent_merge_span(extent_t *l, extent_t *r)
         stamp = MAX(stamp, parts[i]->stamp);
         npages += parts[i]->npages;
         extent_tree_remove(parts[i]);
-        if (i > 0)
+        if (i > 0) {
+            extent_keep_freed_head(l, parts[i]);
             extent_desc_put(parts[i]);
+        }
     }
     l->npages = npages;
     /* It may now meet a run in its new state beyond the span: merge that too. */
@@ -350,9 +380,29 @@ static extent_t *find_fit(size_t need)
     return f;
 }
 
+/* F, which a slab of NEED pages would use up, starts with a freed block's first page: a
+ * run that leaves that page alone, when one of the next sizes up in F's state or the best
+ * fit in another state is such a run; else F.  Lock held. */
+static extent_t *avoid_freed_head(extent_t *f, size_t need)
+{
+    rb_node_t *n = &f->rb;
+    for (int k = 0; k < SLAB_AVOID_TRIES && (n = rb_next(n)); k++) {
+        extent_t *g = container_of(n, extent_t, rb);
+        if (!g->freed_head || g->npages > need)
+            return g;
+    }
+    for (unsigned s = 0; s < EXTENT_NFREE; s++) {
+        n = s == f->state ? NULL : rb_lower_bound(&pageheap.free[s], &need, extent_cmp_npages);
+        extent_t *g = n ? container_of(n, extent_t, rb) : NULL;
+        if (g && (!g->freed_head || g->npages > need))
+            return g;
+    }
+    return f;
+}
+
 /* Take NPAGES pages aligned to ALIGN out of the free runs (growing if need be).
  * Returns the descriptor of the taken run, in no tree.  Lock held. */
-static extent_t *take(size_t npages, size_t align)
+static extent_t *take(size_t npages, size_t align, bool slab)
 {
     size_t align_pages = align >> LG_PAGE;
     size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
@@ -361,6 +411,8 @@ static extent_t *take(size_t npages, size_t align)
     extent_t *f = find_fit(need);
     if (!f)
         return NULL;
+    if (slab && f->freed_head && f->npages == need)
+        f = avoid_freed_head(f, need);
     align = MAX(align, PAGE);
     uintptr_t start = ALIGN_UP(f->addr, align);
     /* A giant block taken from the run that ends the range, when what it leaves of that
@@ -371,6 +423,11 @@ static extent_t *take(size_t npages, size_t align)
     if (npages >= GIANT_PAGES && extent_end(f) == ATOMIC_LOAD(&extent_range(f)->end) &&
         ((f->npages - npages) << LG_PAGE) < REGION_TRIM_MIN)
         start = ALIGN_DOWN(extent_end(f) - (npages << LG_PAGE), align);
+    /* A slab leaves alone the first page of a large block freed into the run's start (and
+     * the page-map entry that tells a second free the block is free), instead of becoming
+     * a slab whose first region the second free would take. */
+    else if (slab && f->freed_head && f->npages > need)
+        start = f->addr + PAGE;
     return carve(f, start, npages);
 }
 
@@ -399,7 +456,7 @@ extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint)
     if (f)
         e = carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), npages);
     else
-        e = take(npages, align);
+        e = take(npages, align, false);
     if (e) {
         e->state = EXTENT_LARGE;
         int cls = sc_large_class_of_pages(npages);
@@ -414,7 +471,7 @@ extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint)
 extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
 {
     lock_acquire(&pageheap.lock);
-    extent_t *e = take(sc_slab_pages[cls], PAGE);
+    extent_t *e = take(sc_slab_pages[cls], PAGE, true);
     if (e) {
         e->state = EXTENT_SLAB;
         e->cls = (uint8_t)cls;
@@ -453,6 +510,10 @@ static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
     bool large = e->state == EXTENT_LARGE;
     size_t npages = e->npages;
     pageheap.npages_active -= npages;
+    /* The block's first page goes on telling a second free that the block is free: the
+     * run's first page when nothing merges before it, else an interior page saying so
+     * (extent_keep_freed_head). */
+    e->freed_head = large;
     extent_insert_free(e, EXTENT_DIRTY, now);
     if (large && hint) {
         hint->addr = e->addr; /* the merged run's start */

@@ -51,6 +51,7 @@ typedef struct extent_s {
     uint64_t stamp;    /* dirty: when it was freed (ns) */
     size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
     uint8_t moved_pieces; /* ... how many such VMAs */
+    uint8_t freed_head; /* free: the run starts with the first page of a freed large block */
     uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
 } extent_t;
 
@@ -74,9 +75,9 @@ extern pageheap_t pageheap;
 
 /* The page heap over the first range (region_init and meta_init first): 0 or ENOMEM. */
 int extent_init(void);
-/* The first page of range RANGE (at BASE) is a guard between the page map below it and
- * the heap: no extent ever holds it.  Lock held (or start-up). */
-void extent_reserve_guard(unsigned range, uintptr_t base);
+/* NPAGES pages at BASE, the start of range RANGE, are kept out of use, the first a guard
+ * between the page map below it and the heap.  Lock held (or start-up). */
+void extent_reserve_guard(unsigned range, uintptr_t base, size_t npages);
 
 /* Where a thread last freed a large block: the free run it went into, and the block's
  * size.  The thread's next large block starts there when the run still fits (see

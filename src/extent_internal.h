@@ -32,6 +32,9 @@ void extent_clear_edges(extent_t *e);
 extent_t *extent_free_neighbour(const extent_t *e, bool left, unsigned state);
 /* Insert E as a free run in STATE, merging it with its neighbours in that state. */
 void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp);
+/* PART (about to be merged into RUN) started with a freed block's first page: that page
+ * says so from now on, naming RUN.  Lock held. */
+void extent_keep_freed_head(extent_t *run, const extent_t *part);
 /* Make [ADDR, ADDR + NPAGES pages) of range RANGE a free run (one descriptor). */
 void extent_add_free_run(uintptr_t addr, size_t npages, unsigned range, unsigned state, uint64_t stamp);
 /* Merge the adjacent free runs from L to R, whatever their states, into one in the least

@@ -54,6 +54,10 @@ static void block_lookup(void *p, const char *func, block_t *b)
     }
     if (pm_is_free_edge(entry) && e->addr == a)
         report_double_free(func, p);
+    /* A freed block's first page inside a free run; its descriptor may have been merged
+     * away since (then the pointer is only invalid, as far as can be told). */
+    if (pm_is_freed_head(entry) && e->state < EXTENT_NFREE && e->addr < a && a < extent_end(e))
+        report_double_free(func, p);
     report_invalid_pointer(func, p);
 }
 

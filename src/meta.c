@@ -14,7 +14,7 @@
 
 #define META_MAX_CHUNKS 32
 #define META_MIN_GROW (1 * MiB)
-#define META_HINT_LO ((uintptr_t)24 << 40) /* the heap's first range sits in [16, 20) TiB */
+#define META_HINT_LO ((uintptr_t)8 << 40) /* below the heap's first range, [16, 32) TiB, which grows up */
 #define META_HINT_SPAN_GIB 4096u
 
 static lock_t meta_lock = LOCK_INITIALIZER;

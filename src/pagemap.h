@@ -9,11 +9,14 @@
  *                    has one;
  *   large tail       the last page of a large block: the block (no class);
  *   free edge        the first and last page of a free run: the run;
+ *   freed head       the first page of a large block that was freed into a run starting
+ *                    before it: the descriptor it was freed with (a second free of the
+ *                    block sees it, and checks the descriptor before saying so);
  *   reserved         the first and last page of pages kept out of use (a guard): their
  *                    length in pages;
  *   empty (0)        no extent starts or ends here.
- * Interior pages of large blocks and free runs hold empty or stale large-tail and
- * free-edge entries, never one that carries a class: so the free fast path can trust a
+ * Interior pages of large blocks and free runs hold empty or stale large-tail, free-edge
+ * and freed-head entries, never one that carries a class: so the free fast path can trust a
  * slab page's class without looking at the descriptor.  (The tag of a class is the class
  * + 1, so that the fast path finds "a small class" with one subtraction and compare.) */
 #ifndef TIDE_PAGEMAP_H
@@ -39,6 +42,7 @@ _Static_assert(sizeof(pm_entry_t) == REGION_PM_ENTRY_BYTES, "the region reserves
 #define PM_TAG_LARGE 0xF0u /* head of a classless large block, tail of any */
 #define PM_TAG_FREE 0xF1u
 #define PM_TAG_RESERVED 0xF2u
+#define PM_TAG_FREED 0xF3u
 
 static inline pm_entry_t pm_make_(uintptr_t low, unsigned tag)
 {
@@ -62,6 +66,7 @@ static inline pm_entry_t pm_large_head(const void *block, unsigned cls)
 }
 static inline pm_entry_t pm_large_tail(const void *block) { return pm_make_((uintptr_t)block, PM_TAG_LARGE); }
 static inline pm_entry_t pm_free_edge(const void *run) { return pm_make_((uintptr_t)run, PM_TAG_FREE); }
+static inline pm_entry_t pm_freed_head(const void *run) { return pm_make_((uintptr_t)run, PM_TAG_FREED); }
 static inline pm_entry_t pm_reserved(size_t npages) { return pm_make_((uintptr_t)npages, PM_TAG_RESERVED); }
 
 /* ---- reading them ---------------------------------------------------------------------- */
@@ -84,9 +89,10 @@ static inline bool pm_is_large_edge(pm_entry_t e)
     return t == PM_TAG_LARGE || (t > SC_NSMALL && t <= SC_NCACHED);
 }
 static inline bool pm_is_free_edge(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREE; }
+static inline bool pm_is_freed_head(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREED; }
 static inline bool pm_is_reserved(pm_entry_t e) { return pm_tag_(e) == PM_TAG_RESERVED; }
 static inline size_t pm_reserved_pages(pm_entry_t e) { return (size_t)(e & PM_PTR_MASK); }
-/* The descriptor of a slab page, a large edge or a free edge. */
+/* The descriptor of a slab page, a large edge, a free edge or a freed head. */
 static inline void *pm_desc(pm_entry_t e) { return (void *)(uintptr_t)(e & PM_PTR_MASK); }
 /* The first byte of the slab that holds ADDR, from the entry of ADDR's page. */
 TIDE_INLINE uintptr_t pm_slab_base(pm_entry_t e, uintptr_t addr)

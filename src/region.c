@@ -1,6 +1,6 @@
 /* region.c - reserving and growing tide's contiguous range(s).
  *
- * The first range is placed at a random 1 GiB-aligned address between 16 and 20 TiB,
+ * The first range is placed at a random 2 MiB-aligned address between 16 and 32 TiB,
  * far below the kernel's mmap area and far above brk, so it can grow for terabytes.
  * Growth is geometric (a quarter of what is mapped, at least 4 MiB) to keep the number
  * of mmap calls logarithmic while VSZ stays within a small factor of the heap.  A new
@@ -19,7 +19,7 @@
 region_t region;
 
 #define REGION_HINT_LO ((uintptr_t)16 << 40)
-#define REGION_HINT_SPAN_GIB 4096u
+#define REGION_HINT_SLOTS ((uintptr_t)(8 << 20)) /* 2 MiB slots: [16, 32) TiB, 23 bits */
 #define REGION_MIN_GROW (4 * MiB)
 /* The page map is reserved for this many times the heap, so that it rarely grows. */
 #define REGION_PM_SLACK 8
@@ -94,9 +94,8 @@ int region_init(bool thp)
     size_t ram = os_ram_and_swap();
     region.probe_min = ram ? MIN(REGION_PROBE_MIN, MAX(ram / 4, PAGE)) : REGION_PROBE_MIN;
     uint64_t seed = os_random_seed();
-    for (int attempt = 0; attempt < 8; attempt++) {
-        uint64_t gib = (seed >> (attempt * 8)) % REGION_HINT_SPAN_GIB;
-        uintptr_t hint = REGION_HINT_LO + (uintptr_t)gib * GiB;
+    for (int attempt = 0; attempt < 8; attempt++, seed = os_random_seed()) {
+        uintptr_t hint = REGION_HINT_LO + (uintptr_t)(seed % REGION_HINT_SLOTS) * HUGEPAGE;
         if (range_create(hint, REGION_MIN_GROW) == 0)
             return 0;
     }

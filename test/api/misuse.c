@@ -34,6 +34,8 @@ enum kind {
     DOUBLE_FREE_FLUSHED, /* free(ptr); free 20,000 others of its class; free(ptr) */
     DOUBLE_FREE_REMOTE,  /* another thread frees ptr; then free(ptr) */
     REALLOC_ZERO_FREE,   /* realloc(ptr, 0); free(ptr) */
+    DOUBLE_FREE_BUSY,    /* free(others[0..n)), free(ptr); another thread allocates small
+                            objects of 30 classes; free(ptr) */
 };
 
 struct misuse {
@@ -50,6 +52,16 @@ static void *(*re(const struct misuse *m))(void *, size_t) { return m->twins ? t
 static void *remote_free(void *arg)
 {
     free(arg);
+    return NULL;
+}
+
+/* New slabs for 30 classes, made while a large block has just been freed (and, with a
+ * second thread, the purger started). */
+static void *small_objects(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 120; i++)
+        *(volatile char *)malloc(48 + 16 * (size_t)(i % 30) + 512 * (size_t)(i / 30)) = 1;
     return NULL;
 }
 
@@ -84,6 +96,16 @@ static void commit(const struct misuse *m)
         re(m)(m->ptr, 0);
         fr(m)(m->ptr);
         break;
+    case DOUBLE_FREE_BUSY: {
+        for (size_t i = 0; i < m->nothers; i++)
+            free(m->others[i]);
+        fr(m)(m->ptr);
+        pthread_t t;
+        pthread_create(&t, NULL, small_objects, NULL);
+        pthread_join(t, NULL);
+        fr(m)(m->ptr);
+        break;
+    }
     }
 }
 
@@ -297,3 +319,28 @@ static void double_free_large(size_t size)
 
 Test(misuse, double_free_large_cached_class, .signal = SIGABRT) { double_free_large(20000); }
 Test(misuse, double_free_large_1mib, .signal = SIGABRT) { double_free_large(MiB); }
+
+/* A large block's double free is as sure as a small one's: the pages it gave back are not
+ * the first a new slab takes, and the page map tells the second free the block is free,
+ * also when it merged with free pages before it. */
+static void double_free_large_busy(size_t size, bool merged)
+{
+    void *before = merged ? malloc(size) : NULL;
+    struct misuse m = {DOUBLE_FREE_BUSY, false, malloc(size), &before, merged};
+    memset(m.ptr, 3, size);
+    char what[160];
+    snprintf(what, sizeof what, "p = malloc(%zu); %sfree(p); another thread allocates; free(p)", size,
+             merged ? "free(the block before p); " : "");
+    expect_line(&m, what, DOUBLE_FREE_LINE, m.ptr);
+}
+
+Test(misuse, double_free_large_with_new_slabs_between, .signal = SIGABRT) { double_free_large_busy(200000, false); }
+Test(misuse, double_free_large_merged_with_new_slabs_between, .signal = SIGABRT)
+{
+    double_free_large_busy(200000, true);
+}
+Test(misuse, double_free_3mib_with_new_slabs_between, .signal = SIGABRT) { double_free_large_busy(3 * MiB, false); }
+Test(misuse, double_free_cached_class_with_new_slabs_between, .signal = SIGABRT)
+{
+    double_free_large_busy(20000, false);
+}
