@@ -41,6 +41,19 @@ test_system_libmallocprobe_la_CFLAGS = $(AM_CFLAGS) -O2 -g
 test_system_libmallocprobe_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 EXTRA_DIST += test/system/preload_py.py test/system/preload_git.sh test/system/preload_input.c
 
+# Where the heap starts: test/system/aslr runs test/system/aslr_probe 1,000 times.
+check_PROGRAMS += test/system/aslr_probe test/system/aslr
+TESTS += test/system/aslr
+test_system_aslr_probe_SOURCES = test/system/aslr_probe.c
+test_system_aslr_probe_LDFLAGS = -no-install
+test_system_aslr_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
+test_system_aslr_SOURCES = test/system/aslr.c $(tide_test_support)
+test_system_aslr_CPPFLAGS = $(tide_test_cppflags) -DASLR_PROBE=\"$(abs_top_builddir)/test/system/aslr_probe\"
+test_system_aslr_CFLAGS = $(tide_test_cflags)
+test_system_aslr_LDFLAGS = -no-install
+test_system_aslr_LDADD = $(tide_test_ldadd)
+EXTRA_test_system_aslr_DEPENDENCIES = test/system/aslr_probe$(EXEEXT)
+
 # The VMA count of a heap that churned 1 GiB.
 test_system_vma_SOURCES = test/system/vma.c $(tide_test_support)
 test_system_vma_CPPFLAGS = $(tide_test_cppflags)

@@ -22,23 +22,26 @@ static char a_desc[64] __attribute__((aligned(64)));
 static const uintptr_t descs[] = { 0x10, (uintptr_t)a_desc, ((uintptr_t)1 << 47) - 64, PM_PTR_MASK & ~(uintptr_t)7 };
 #define NDESCS (sizeof descs / sizeof *descs)
 
-enum kind { K_EMPTY, K_SLAB, K_LARGE, K_FREE, K_META, K_NONE };
-static const char *const kind_names[] = { "empty", "slab page", "large edge", "free edge", "metadata", "nothing" };
+enum kind { K_EMPTY, K_SLAB, K_LARGE, K_FREE, K_FREED, K_RESERVED, K_NONE };
+static const char *const kind_names[] = { "empty", "slab page", "large edge", "free edge", "freed head", "reserved", "nothing" };
 
 /* What the readers say E is; fails when two of them claim it. */
 static enum kind kind_of(pm_entry_t e)
 {
-    int n = pm_is_slab_page(e) + pm_is_large_edge(e) + pm_is_free_edge(e) + pm_is_meta(e);
-    cr_assert_leq(n, 1, "entry %#llx is %d kinds at once (slab %d, large %d, free %d, meta %d)", (unsigned long long)e,
-                  n, pm_is_slab_page(e), pm_is_large_edge(e), pm_is_free_edge(e), pm_is_meta(e));
+    int n = pm_is_slab_page(e) + pm_is_large_edge(e) + pm_is_free_edge(e) + pm_is_freed_head(e) + pm_is_reserved(e);
+    cr_assert_leq(n, 1, "entry %#llx is %d kinds at once (slab %d, large %d, free %d, freed %d, reserved %d)",
+                  (unsigned long long)e, n, pm_is_slab_page(e), pm_is_large_edge(e), pm_is_free_edge(e),
+                  pm_is_freed_head(e), pm_is_reserved(e));
     if (pm_is_slab_page(e))
         return K_SLAB;
     if (pm_is_large_edge(e))
         return K_LARGE;
     if (pm_is_free_edge(e))
         return K_FREE;
-    if (pm_is_meta(e))
-        return K_META;
+    if (pm_is_freed_head(e))
+        return K_FREED;
+    if (pm_is_reserved(e))
+        return K_RESERVED;
     return e == PM_EMPTY ? K_EMPTY : K_NONE;
 }
 
@@ -64,7 +67,8 @@ Test(pagemap, the_tags_of_classes_and_kinds_do_not_overlap)
 {
     cr_assert_lt(SC_NCACHED, PM_TAG_LARGE, "the tag of class %d meets PM_TAG_LARGE", SC_NCACHED - 1);
     cr_assert_geq(PM_NO_CLASS, SC_NCACHED, "PM_NO_CLASS is a class");
-    cr_assert_lt(PM_TAG_META, 1u << (64 - PM_TAG_SHIFT));
+    cr_assert_lt(PM_TAG_FREED, 1u << (64 - PM_TAG_SHIFT));
+    cr_assert_lt(PM_TAG_RESERVED, 1u << (64 - PM_TAG_SHIFT));
     cr_assert_geq(PM_TAG_SHIFT, PM_PAGE_SHIFT + 3, "the slab page index runs into the tag");
     cr_assert_eq(PM_PTR_MASK, ((uint64_t)1 << PM_PAGE_SHIFT) - 1, "the descriptor runs into the slab page index");
     for (unsigned c = 0; c < SC_NSMALL; c++)
@@ -120,7 +124,7 @@ Test(pagemap, large_edges_read_back_with_their_block_and_class)
     }
 }
 
-Test(pagemap, free_edges_and_metadata_read_back_as_themselves)
+Test(pagemap, free_edges_freed_heads_and_reserved_pages_read_back_as_themselves)
 {
     char what[96];
     for (size_t d = 0; d < NDESCS; d++) {
@@ -129,19 +133,24 @@ Test(pagemap, free_edges_and_metadata_read_back_as_themselves)
         expect_kind(e, K_FREE, what);
         expect_class(e, PM_NO_CLASS, what); /* interior pages may hold stale edges */
         cr_assert_eq((uintptr_t)pm_desc(e), descs[d], "%s: descriptor %p", what, pm_desc(e));
+        e = pm_freed_head((void *)descs[d]);
+        snprintf(what, sizeof what, "a freed head in the run at %#lx", (unsigned long)descs[d]);
+        expect_kind(e, K_FREED, what);
+        expect_class(e, PM_NO_CLASS, what);
+        cr_assert_eq((uintptr_t)pm_desc(e), descs[d], "%s: descriptor %p", what, pm_desc(e));
     }
     static const size_t pages[] = { 1, 2, 7, 512, (size_t)1 << 34, PM_PTR_MASK };
     for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
-        pm_entry_t e = pm_meta(pages[i]);
-        snprintf(what, sizeof what, "a metadata chunk of %zu pages", pages[i]);
-        expect_kind(e, K_META, what);
+        pm_entry_t e = pm_reserved(pages[i]);
+        snprintf(what, sizeof what, "%zu reserved pages", pages[i]);
+        expect_kind(e, K_RESERVED, what);
         expect_class(e, PM_NO_CLASS, what);
-        cr_assert_eq(pm_meta_pages(e), pages[i], "%s: %zu pages", what, pm_meta_pages(e));
+        cr_assert_eq(pm_reserved_pages(e), pages[i], "%s: %zu pages", what, pm_reserved_pages(e));
     }
 }
 
 /* Every tag, with any descriptor bits, is one kind or none: the classes' tags are slab
- * pages then cached large heads, then the three fixed tags; the rest read as nothing. */
+ * pages then cached large heads, then the fixed tags; the rest read as nothing. */
 Test(pagemap, each_tag_decodes_to_one_kind)
 {
     for (unsigned tag = 0; tag < 256; tag++)
@@ -159,15 +168,17 @@ Test(pagemap, each_tag_decodes_to_one_kind)
                 want = K_LARGE;
             else if (tag == PM_TAG_FREE)
                 want = K_FREE;
-            else if (tag == PM_TAG_META)
-                want = K_META;
+            else if (tag == PM_TAG_FREED)
+                want = K_FREED;
+            else if (tag == PM_TAG_RESERVED)
+                want = K_RESERVED;
             else
                 want = K_NONE;
             char what[64];
             snprintf(what, sizeof what, "tag %#x", tag);
             expect_kind(e, want, what);
             expect_class(e, cls, what);
-            if (want != K_EMPTY && want != K_NONE && want != K_META)
+            if (want != K_EMPTY && want != K_NONE && want != K_RESERVED)
                 cr_assert_eq((uintptr_t)pm_desc(e), descs[d], "%s: descriptor %p", what, pm_desc(e));
         }
 }
@@ -197,12 +208,13 @@ Test(pagemap, each_page_has_its_own_entry_below_the_base)
     for (size_t i = 0; i < NPAGES; i += 3) {
         uintptr_t page = r.base + i * PAGE;
         pm_entry_t e;
-        switch (i / 3 % 5) {
+        switch (i / 3 % 6) {
         case 0: e = pm_slab_page(a_desc, (unsigned)(i % SC_NSMALL), i % 7); break;
         case 1: e = pm_large_head(a_desc, SC_NSMALL + (unsigned)(i % (SC_NCACHED - SC_NSMALL))); break;
         case 2: e = pm_large_tail(a_desc); break;
         case 3: e = pm_free_edge(a_desc); break;
-        default: e = pm_meta(i + 1); break;
+        case 4: e = pm_freed_head(a_desc); break;
+        default: e = pm_reserved(i + 1); break;
         }
         pm_write(&r, page, e);
         cr_assert_eq(pm_read(&r, page), e, "page %zu does not read back what was written", i);
@@ -231,9 +243,9 @@ static int descriptor_beyond_48_bits(void *unused)
     pm_free_edge((void *)((uintptr_t)1 << 48));
     return 0;
 }
-static int metadata_beyond_48_bits(void *unused)
+static int reserved_beyond_48_bits(void *unused)
 {
-    pm_meta((size_t)1 << 48);
+    pm_reserved((size_t)1 << 48);
     return 0;
 }
 
@@ -266,5 +278,5 @@ Test(pagemap, the_constructors_refuse_what_the_format_cannot_hold, .timeout = 12
     expect_assert(slab_page_of_a_large_class, "cls < ");
     expect_assert(slab_page_beyond_the_index, "page <= ");
     expect_assert(descriptor_beyond_48_bits, "low <= ");
-    expect_assert(metadata_beyond_48_bits, "low <= ");
+    expect_assert(reserved_beyond_48_bits, "low <= ");
 }

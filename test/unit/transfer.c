@@ -15,6 +15,7 @@
 #include "support.h"
 
 #include "arena.h"
+#include "freelist.h"
 #include "size_class_table.h"
 #include "transfer.h"
 #include "util.h"
@@ -55,7 +56,7 @@ static struct list fill(unsigned arena, unsigned cls, unsigned n)
 static unsigned length(void *head)
 {
     unsigned n = 0;
-    for (void **p = head; p; p = *p)
+    for (void **p = head; p; p = fl_next(p))
         n++;
     return n;
 }
@@ -65,7 +66,7 @@ static void *nth(void *head, unsigned i)
 {
     void **p = head;
     while (i--)
-        p = *p;
+        p = fl_next(p);
     return p;
 }
 
@@ -95,7 +96,7 @@ static void expect_empty(int line, unsigned arena, unsigned cls)
 
 static void give_back(struct list *l)
 {
-    arena_return_list(l->head, l->cls, "free");
+    arena_return_list(l->head, l->n, l->cls, "free");
     l->head = NULL;
 }
 
