@@ -46,6 +46,13 @@ void freelist_corrupt(const char *func, const void *obj, const void *next, unsig
     abort();
 }
 
+void freelist_corrupt_after(const void *obj, const void *next)
+{
+    const range_t *r = region_range_of((uintptr_t)obj);
+    pm_entry_t e = r ? pm_read(r, (uintptr_t)obj) : PM_EMPTY;
+    freelist_corrupt("malloc", obj, next, pm_is_slab_page(e) ? pm_slab_class(e) : 0);
+}
+
 void *freelist_next_checked(void *const *obj, unsigned cls, const char *func)
 {
     void *next = fl_next(obj);

@@ -6,8 +6,8 @@
  * the word's own address shifted right by 12 XOR the secret.  A linear overflow from the
  * object before, or a use after free, that writes the word cannot make the list lead to
  * an address of its choosing without the secret, and what it writes decodes to a
- * random-looking pointer, which the pop rejects: the fast path checks the quantum
- * alignment (a random word fails 15 times in 16), every slow path checks that the next
+ * random-looking pointer, which the pop rejects: the fast path checks that it is a
+ * quantum-aligned user-space address (fl_plausible), every slow path checks that the next
  * object is a region of a live slab of the list's class (freelist_check). */
 #ifndef TIDE_FREELIST_H
 #define TIDE_FREELIST_H
@@ -41,12 +41,18 @@ TIDE_INLINE void fl_set_next(void **obj, const void *next)
 {
     obj[0] = (void *)((uintptr_t)next ^ ((uintptr_t)obj >> 12) ^ freelist_secret);
 }
-/* The quantum-alignment test the fast path can afford. */
-TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & (QUANTUM - 1)) == 0; }
+/* The test the fast path can afford: a user-space address (bits 47-63 clear) aligned to
+ * the quantum.  What a forged word decodes to passes it about once in 2^20 (the secret's
+ * bits 47-62 and 0-3 are unknown to whoever forged it). */
+#define FL_IMPLAUSIBLE ((~(uintptr_t)0 << 47) | (uintptr_t)(QUANTUM - 1))
+TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & FL_IMPLAUSIBLE) == 0; }
 
 /* A corrupted link in a list of class CLS: "tide: FUNC(): corrupted free list ...", abort. */
 __attribute__((noreturn, cold)) void freelist_corrupt(const char *func, const void *obj, const void *next,
                                                        unsigned cls);
+/* The same for malloc's pop of OBJ, a region of a slab, whose class its page tells (the
+ * fast path keeps no register for it). */
+__attribute__((noreturn, cold)) void freelist_corrupt_after(const void *obj, const void *next);
 /* Whether NEXT (not NULL) is a region of a live slab of class CLS (a large class: the
  * first page of a block of that class). */
 bool freelist_valid(const void *next, unsigned cls);

@@ -94,8 +94,10 @@ TIDE_EXPORT void *tide_malloc(size_t size)
         void **p = tc->head[cls];
         if (likely(p != NULL)) {
             void *next = fl_next(p);
-            if (unlikely(!fl_plausible(next)))
-                freelist_corrupt("malloc", p, next, cls);
+            /* (A loop onto itself: P freed twice, its key cleared between by a use after
+             * free.) */
+            if (unlikely(!fl_plausible(next) || next == p))
+                freelist_corrupt_after(p, next);
             tc->head[cls] = next;
             p[1] = NULL;
             tc->avail[cls]++;
@@ -127,7 +129,8 @@ TIDE_EXPORT void tide_free(void *p)
         tcache_t *tc = &tcache_tls;
         void **obj = p;
         /* A small class, P the start of one of its regions (not a pointer into one), room
-         * in the cache, and not already freed (the key). */
+         * in the cache, and not already freed: neither holding the key nor the object just
+         * freed (whose key a use after free may have cleared: the push would make a loop). */
         if (likely(cls < SC_NSMALL && sc_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 &&
                    !fl_marked(obj))) {
             fl_set_next(obj, tc->head[cls]);

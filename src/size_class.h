@@ -24,7 +24,7 @@ TIDE_INLINE unsigned sc_class_of(size_t size)
 TIDE_INLINE bool sc_starts_region(unsigned cls, uintptr_t offset)
 {
     uint64_t c = sc_div64[cls];
-    return (uint64_t)offset * c <= c - 1;
+    return (uint64_t)offset * c < c;
 }
 
 /* The usable size tide gives a request of SIZE bytes; 0 when SIZE is too large. */

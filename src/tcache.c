@@ -243,6 +243,8 @@ void tcache_free_slow(void *p, unsigned cls)
         tcache_init(tc);
     if (fl_marked(p))
         tcache_check_not_freed(p, cls, "free");
+    else if (tc->state == TCACHE_ACTIVE && p == tc->head[cls])
+        report_double_free("free", p); /* its key cleared since (a use after free) */
     if (tc->state != TCACHE_ACTIVE) {
         free_direct(p, cls);
         return;

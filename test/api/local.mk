@@ -1,6 +1,6 @@
 # test/api/: the malloc family and tide's interface as a caller sees them.
 if HAVE_CRITERION
-tide_api_suites = test/api/api test/api/misuse test/api/compat
+tide_api_suites = test/api/api test/api/misuse test/api/hardening test/api/compat
 check_PROGRAMS += $(tide_api_suites)
 TESTS += $(tide_api_suites)
 
@@ -17,6 +17,13 @@ test_api_misuse_CPPFLAGS = $(tide_test_cppflags)
 test_api_misuse_CFLAGS = $(tide_test_cflags)
 test_api_misuse_LDFLAGS = -no-install
 test_api_misuse_LDADD = $(tide_test_ldadd)
+
+# Forged links, cleared keys and never-allocated slots: each run in a child that must abort.
+test_api_hardening_SOURCES = test/api/hardening.c $(tide_test_support)
+test_api_hardening_CPPFLAGS = $(tide_test_cppflags)
+test_api_hardening_CFLAGS = $(tide_test_cflags)
+test_api_hardening_LDFLAGS = -no-install
+test_api_hardening_LDADD = $(tide_test_ldadd)
 
 # errno, cancellation and setuid programs against glibc 2.36.
 test_api_compat_SOURCES = test/api/compat.c $(tide_test_support)

@@ -1,0 +1,119 @@
+/*
+ * hardening.c - the attacks an overflow or a use after free makes on the heap's own
+ * data, each turned into one precise line on stderr and an abort.
+ *
+ *   a forged next pointer   an 8-byte overflow from a small object into the next, free,
+ *                           one rewrites its link with the address of a global: the
+ *                           malloc that would follow the link aborts;
+ *   a cleared key           free(p), a use after free that clears p's second word (the
+ *                           double-free key), free(p): the loop the second free made is
+ *                           found before malloc hands p out twice;
+ *   a slot never handed out free() of a region of a live slab that malloc never returned
+ *                           (in the slab, or in the thread's cache) is an invalid pointer.
+ * (The double frees of large blocks are in misuse.c.)  Each attack runs in a child.
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "child.h"
+#include "support.h"
+
+static int target; /* what the forged pointer points at */
+
+/* Runs FN in a child, which must die of SIGABRT with stderr starting with WANT. */
+static void expect_abort(int (*fn)(void *), void *arg, const char *want)
+{
+    struct tt_child_spec spec = { .fn = fn, .arg = arg, .timeout_s = 60 };
+    struct tt_child c;
+    cr_assert_eq(tt_child_run(&spec, &c), 0);
+    char how[96];
+    cr_expect(tt_child_signalled(&c, SIGABRT), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
+    cr_expect(strncmp(c.err, want, strlen(want)) == 0, "stderr was \"%s\", want a line starting \"%s\"", c.err, want);
+    cr_expect(strchr(c.err, '\n') == c.err + c.errlen - 1, "not one line: \"%s\"", c.err);
+    tt_child_free(&c);
+}
+
+/* ---- a forged next pointer ----------------------------------------------------------- */
+
+static int forge(void *arg)
+{
+    (void)arg;
+    char *p = malloc(64), *q = malloc(64);
+    if (q != p + 64)
+        return 2; /* the layout the attack needs */
+    free(q);
+    void *fake = &target;
+    memcpy(p + 64, &fake, sizeof fake); /* 8 bytes past p: q's link */
+    char *r = malloc(64);                 /* q again: following its link must abort */
+    char *s = malloc(64);
+    fprintf(stderr, "<not caught: %p %p>\n", (void *)r, (void *)s);
+    return 0;
+}
+
+Test(hardening, a_forged_next_pointer_aborts, .timeout = 120)
+{
+    /* Found in the child: the first two blocks of a fresh class lie side by side. */
+    struct tt_child_spec spec = { .fn = forge, .timeout_s = 60 };
+    struct tt_child c;
+    for (int run = 0; run < 20; run++) {
+        cr_assert_eq(tt_child_run(&spec, &c), 0);
+        cr_assert(!tt_child_exited(&c, 2), "the two blocks were not neighbours");
+        cr_expect(tt_child_signalled(&c, SIGABRT), "run %d: stderr: %s", run, c.err);
+        cr_expect(strstr(c.err, "tide: malloc(): corrupted free list: the object after 0x") == c.err &&
+                      strstr(c.err, " (a free block of 64 bytes) is 0x") && strstr(c.err, ", not a free block of its class\n"),
+                  "run %d: stderr was \"%s\"", run, c.err);
+        tt_child_free(&c);
+    }
+}
+
+/* ---- a key cleared by a use after free --------------------------------------------------- */
+
+static int cleared_key(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void **p = malloc(size);
+    free(p);
+    p[1] = NULL; /* the use after free */
+    free(p);
+    void *a = malloc(size), *b = malloc(size);
+    fprintf(stderr, "<not caught: %p %p>\n", a, b);
+    return 0;
+}
+
+static void cleared_key_case(size_t size)
+{
+    expect_abort(cleared_key, (void *)(uintptr_t)size, "tide: malloc(): corrupted free list: the object after 0x");
+}
+
+Test(hardening, a_double_free_with_its_key_cleared_aborts_64, .timeout = 60) { cleared_key_case(64); }
+Test(hardening, a_double_free_with_its_key_cleared_aborts_1024, .timeout = 60) { cleared_key_case(1024); }
+
+/* ---- a slot never handed out -------------------------------------------------------------- */
+
+static int never_handed_out(void *arg)
+{
+    uintptr_t how = (uintptr_t)arg;
+    char *p;
+    if (how == 0) {
+        p = malloc(2048);
+        free(p + 2048); /* the slab's other region: in this thread's cache, never returned */
+    } else {
+        p = malloc(16);
+        free(p + 16 * 200); /* still in the slab: a refill takes at most 100 of its 256 */
+    }
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, a_free_of_a_cached_slot_never_handed_out_aborts, .timeout = 60)
+{
+    expect_abort(never_handed_out, (void *)0, "tide: free(): invalid pointer 0x");
+}
+Test(hardening, a_free_of_a_slab_slot_never_handed_out_aborts, .timeout = 60)
+{
+    expect_abort(never_handed_out, (void *)1, "tide: free(): invalid pointer 0x");
+}
