@@ -155,7 +155,7 @@ void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp)
         e->addr = n->addr;
         e->npages += n->npages;
         e->stamp = MAX(e->stamp, n->stamp);
-        e->freed_head = n->freed_head;
+        e->freed = (uint8_t)((n->freed & EXTENT_FREED_AT_START) | ((e->freed | n->freed) & EXTENT_FREED_INSIDE));
         extent_desc_put(n);
     }
     n = extent_free_neighbour(e, false, state);
@@ -164,6 +164,7 @@ void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp)
         extent_keep_freed_head(e, n);
         e->npages += n->npages;
         e->stamp = MAX(e->stamp, n->stamp);
+        e->freed |= n->freed & EXTENT_FREED_INSIDE;
         extent_desc_put(n);
     }
     extent_set_free_edges(e);
@@ -174,7 +175,7 @@ void extent_keep_freed_head(extent_t *run, const extent_t *part)
 {
     /* PART's first page becomes an interior page of RUN: a freed block's head keeps
      * saying so there (set_edges writes only RUN's edges, after this). */
-    if (part->freed_head)
+    if (part->freed & EXTENT_FREED_AT_START)
         pm_write(extent_range(part), part->addr, pm_freed_head(run));
 }
 
@@ -280,9 +281,15 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
         f->npages = lead;
         extent_insert_free(f, state, stamp);
     }
-    if (trail)
-        extent_add_free_run(start + (npages << LG_PAGE), trail, cut->range, state, stamp);
-    cut->freed_head = 0;
+    if (trail) {
+        extent_t *t = extent_desc_get();
+        t->addr = start + (npages << LG_PAGE);
+        t->npages = trail;
+        t->range = cut->range;
+        t->freed = f->freed & EXTENT_FREED_INSIDE; /* (it may: what is known is of all F) */
+        extent_insert_free(t, state, stamp);
+    }
+    cut->freed = 0;
     cut->addr = start;
     cut->npages = npages;
     cut->zeroed = state == EXTENT_CLEAN;
@@ -325,6 +332,7 @@ extent_t *extent_merge_span(extent_t *l, extent_t *r)
         extent_tree_remove(parts[i]);
         if (i > 0) {
             extent_keep_freed_head(l, parts[i]);
+            l->freed |= parts[i]->freed & EXTENT_FREED_INSIDE;
             extent_desc_put(parts[i]);
         }
     }
@@ -380,22 +388,24 @@ static extent_t *find_fit(size_t need)
     return f;
 }
 
-/* F, which a slab of NEED pages would use up, starts with a freed block's first page: a
- * run that leaves that page alone, when one of the next sizes up in F's state or the best
- * fit in another state is such a run; else F.  Lock held. */
-static extent_t *avoid_freed_head(extent_t *f, size_t need)
+/* F holds the first page of a freed large block, which a slab cut from it could cover: a
+ * run that holds none, among the next sizes up in F's state and the best fits in the other
+ * states; else F.  Lock held. */
+static extent_t *avoid_freed(extent_t *f, size_t need)
 {
     rb_node_t *n = &f->rb;
     for (int k = 0; k < SLAB_AVOID_TRIES && (n = rb_next(n)); k++) {
         extent_t *g = container_of(n, extent_t, rb);
-        if (!g->freed_head || g->npages > need)
+        if (!(g->freed & EXTENT_FREED_INSIDE))
             return g;
     }
     for (unsigned s = 0; s < EXTENT_NFREE; s++) {
         n = s == f->state ? NULL : rb_lower_bound(&pageheap.free[s], &need, extent_cmp_npages);
-        extent_t *g = n ? container_of(n, extent_t, rb) : NULL;
-        if (g && (!g->freed_head || g->npages > need))
-            return g;
+        for (int k = 0; n && k < SLAB_AVOID_TRIES; k++, n = rb_next(n)) {
+            extent_t *g = container_of(n, extent_t, rb);
+            if (!(g->freed & EXTENT_FREED_INSIDE))
+                return g;
+        }
     }
     return f;
 }
@@ -411,8 +421,10 @@ static extent_t *take(size_t npages, size_t align, bool slab)
     extent_t *f = find_fit(need);
     if (!f)
         return NULL;
-    if (slab && f->freed_head && f->npages == need)
-        f = avoid_freed_head(f, need);
+    /* New slabs do not go first into pages a large block just gave back: a second free
+     * of the block would take the slab's first region for it. */
+    if (slab && (f->freed & EXTENT_FREED_INSIDE))
+        f = avoid_freed(f, need);
     align = MAX(align, PAGE);
     uintptr_t start = ALIGN_UP(f->addr, align);
     /* A giant block taken from the run that ends the range, when what it leaves of that
@@ -423,11 +435,6 @@ static extent_t *take(size_t npages, size_t align, bool slab)
     if (npages >= GIANT_PAGES && extent_end(f) == ATOMIC_LOAD(&extent_range(f)->end) &&
         ((f->npages - npages) << LG_PAGE) < REGION_TRIM_MIN)
         start = ALIGN_DOWN(extent_end(f) - (npages << LG_PAGE), align);
-    /* A slab leaves alone the first page of a large block freed into the run's start (and
-     * the page-map entry that tells a second free the block is free), instead of becoming
-     * a slab whose first region the second free would take. */
-    else if (slab && f->freed_head && f->npages > need)
-        start = f->addr + PAGE;
     return carve(f, start, npages);
 }
 
@@ -513,7 +520,7 @@ static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
     /* The block's first page goes on telling a second free that the block is free: the
      * run's first page when nothing merges before it, else an interior page saying so
      * (extent_keep_freed_head). */
-    e->freed_head = large;
+    e->freed = large ? EXTENT_FREED_AT_START | EXTENT_FREED_INSIDE : 0;
     extent_insert_free(e, EXTENT_DIRTY, now);
     if (large && hint) {
         hint->addr = e->addr; /* the merged run's start */

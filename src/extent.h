@@ -51,9 +51,14 @@ typedef struct extent_s {
     uint64_t stamp;    /* dirty: when it was freed (ns) */
     size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
     uint8_t moved_pieces; /* ... how many such VMAs */
-    uint8_t freed_head; /* free: the run starts with the first page of a freed large block */
+    uint8_t freed;        /* free: EXTENT_FREED_* (first pages of freed large blocks) */
     uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
 } extent_t;
+
+/* A free run's first page is that of a large block freed into it (its page-map entry tells
+ * a second free so); the run holds such a page somewhere (slabs avoid it, take()). */
+#define EXTENT_FREED_AT_START 1u
+#define EXTENT_FREED_INSIDE 2u
 
 typedef struct extent_stats_s {
     size_t active, slab_bytes, dirty, lazy, clean, reserved; /* bytes */

@@ -31,6 +31,11 @@ static void absorb_unit_rest(extent_t *e, bool left)
     unsigned state = n->state;
     extent_tree_remove(n);
     extent_clear_edges(n);
+    /* N's first page goes inside E when E takes all of N, or its left part. */
+    if (!left || k == n->npages) {
+        extent_keep_freed_head(e, n);
+        n->freed &= (uint8_t)~EXTENT_FREED_AT_START;
+    }
     if (k == n->npages) {
         extent_desc_put(n);
     } else {
@@ -75,6 +80,9 @@ void extent_put_purged(extent_t **ext, size_t n, extent_state_t state)
         extent_t *e = ext[i];
         TIDE_ASSERT(e->state == EXTENT_PURGING);
         pageheap.npages[EXTENT_DIRTY] -= e->npages;
+        /* Purged, the pages may become slabs again (the freed heads' entries stay). */
+        if (state != EXTENT_DIRTY)
+            e->freed &= (uint8_t)~EXTENT_FREED_INSIDE;
         extent_insert_free(e, state, state == EXTENT_DIRTY ? os_now_ns() : 0);
     }
 }
@@ -95,6 +103,9 @@ void extent_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_stat
         extent_add_free_run(hi, (end - hi) >> LG_PAGE, e->range, EXTENT_DIRTY, now);
     if (lo > start)
         extent_add_free_run(start, (lo - start) >> LG_PAGE, e->range, EXTENT_DIRTY, now);
+    /* Purged, the pages may become slabs again; a head at START now begins the fringe
+     * (whose edge tells a second free), and LO is no head. */
+    e->freed = lo > start ? 0 : e->freed & EXTENT_FREED_AT_START;
     extent_insert_free(e, state, 0);
 }
 

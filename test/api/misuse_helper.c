@@ -117,12 +117,12 @@ static int run(const char *c)
         say(p);
         go();
         tide_free(p);
-    } else if (!strcmp(c, "invalid_free_metadata")) {
-        /* The first heap page of the first range starts tide's metadata.  The range is
-         * placed so that its heap starts on a 1 GiB boundary just above the page map. */
+    } else if (!strcmp(c, "invalid_free_guard")) {
+        /* The first heap page of the first range: the guard over the page map below it,
+         * never a block.  The heap starts on a 2 MiB boundary just above the page map. */
         uintptr_t r[4][2];
         tide_ranges(r, 4);
-        uintptr_t base = (r[0][0] + ((uintptr_t)1 << 30) - 1) & ~(((uintptr_t)1 << 30) - 1);
+        uintptr_t base = (r[0][0] + ((uintptr_t)1 << 21) - 1) & ~(((uintptr_t)1 << 21) - 1);
         if (base >= r[0][1])
             return 77;
         void *p = (void *)base;

@@ -88,7 +88,7 @@ REPORT(invalid_free_stack, NULL, "free", "invalid pointer")
 REPORT(invalid_free_mmap, NULL, "free", "invalid pointer")
 REPORT(invalid_free_wild, NULL, "free", "invalid pointer")
 REPORT(invalid_free_page_map, NULL, "free", "invalid pointer")
-REPORT(invalid_free_metadata, NULL, "free", "invalid pointer")
+REPORT(invalid_free_guard, NULL, "free", "invalid pointer")
 REPORT(realloc_invalid_stack, NULL, "realloc", "invalid pointer")
 REPORT(usable_size_invalid, NULL, "malloc_usable_size", "invalid pointer")
 
