@@ -43,6 +43,8 @@ typedef struct conf_key_s {
 static const char *const purge_names[] = { "none", "dontneed", "free", NULL };
 static const char *const background_names[] = { "off", "on", "auto", NULL };
 
+/* The build writes tide(3)'s list of keys from this table (man/gen_conf_keys.c): a help
+ * text is also a sentence of the manual. */
 static const conf_key_t conf_keys[] = {
     { "purge", CONF_ENUM, &conf.purge, 0, 2, purge_names, true, "dontneed",
       "how free pages go back to the kernel: none, dontneed (MADV_DONTNEED), free (MADV_FREE)" },
