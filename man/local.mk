@@ -1,10 +1,10 @@
-# man/: the manual page tide(3), made from a template at build time.
-# Its list of TIDE_CONF keys is written by man/gen_conf_keys from the table src/conf.c
-# parses TIDE_CONF with, so a key cannot be missing from the page; it gets the version
-# and the installation directories.
-nodist_man_MANS = man/tide.3
-CLEANFILES += man/tide.3
-EXTRA_DIST += man/tide.3.in
+# man/: the manual pages tide(1) and tide(3), made from templates at build time.
+# tide(3)'s list of TIDE_CONF keys is written by man/gen_conf_keys from the table
+# src/conf.c parses TIDE_CONF with, so a key cannot be missing from the page; both pages
+# get the version and the installation directories.
+nodist_man_MANS = man/tide.1 man/tide.3
+CLEANFILES += man/tide.1 man/tide.3
+EXTRA_DIST += man/tide.1.in man/tide.3.in
 
 noinst_PROGRAMS += man/gen_conf_keys
 man_gen_conf_keys_SOURCES = man/gen_conf_keys.c src/report.c
@@ -13,6 +13,8 @@ man_subst = sed -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' \
 	-e 's|@libdir[@]|$(libdir)|g' -e 's|@includedir[@]|$(includedir)|g' \
 	-e 's|@pkgconfigdir[@]|$(pkgconfigdir)|g'
 
+man/tide.1: $(top_srcdir)/man/tide.1.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) man && $(man_subst) $(top_srcdir)/man/tide.1.in > $@.tmp && mv $@.tmp $@
 man/tide.3: $(top_srcdir)/man/tide.3.in man/gen_conf_keys$(EXEEXT) Makefile
 	$(AM_V_GEN)$(MKDIR_P) man && $(man_subst) $(top_srcdir)/man/tide.3.in | man/gen_conf_keys$(EXEEXT) > $@.tmp && \
 	mv $@.tmp $@
