@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/sysinfo.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -32,6 +33,12 @@
 #endif
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
+#endif
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#endif
+#ifndef PR_SET_VMA_ANON_NAME
+#define PR_SET_VMA_ANON_NAME 0
 #endif
 /* Linux 6.14+: a pidfd meaning "the calling thread's process", no fd needed. */
 #define OS_PIDFD_SELF (-10000)
@@ -60,6 +67,7 @@ static void os_sys_close(int fd) { syscall(SYS_close, fd); }
 static int os_dontunmap = -1;       /* -1 unknown, 0 no, 1 yes */
 static int os_pmadv_fd = OS_PIDFD_SELF;
 static int os_pmadv_state;          /* 0 untried, 1 works, -1 unavailable */
+static int os_name_state;           /* 0 untried, 1 works, -1 unavailable (atomic) */
 
 static const int os_advice_value[OS_ADV_COUNT] = { MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE };
 
@@ -98,10 +106,36 @@ static void os_stall(unsigned gen)
     while (os_stall_gen() == gen)
         nanosleep(&ts, NULL);
 }
+
+/* The trace of the calls that make or change mappings (os.h), for tests to read. */
+os_trace_t os_trace[OS_TRACE_MAX];
+unsigned long os_trace_len;
+
+static void os_record(os_trace_op_t op, uintptr_t addr, size_t len, uintptr_t to, int err, os_name_how_t how,
+                      const char *name)
+{
+    unsigned long i = ATOMIC_ADD(&os_trace_len, 1);
+    if (i >= OS_TRACE_MAX)
+        return;
+    os_trace_t *t = &os_trace[i];
+    t->op = op;
+    t->err = err;
+    t->how = how;
+    t->tid = (int)syscall(SYS_gettid);
+    t->addr = addr;
+    t->to = to;
+    t->len = len;
+    if (name) {
+        size_t n = MIN(strlen(name), sizeof t->name - 1);
+        memcpy(t->name, name, n);
+        t->name[n] = '\0';
+    }
+}
 #else
 #define os_fault(op) false
 #define os_stall_gen() 0u
 #define os_stall(gen) ((void)(gen))
+#define os_record(op, addr, len, to, err, how, name) ((void)0)
 #endif
 
 void os_init(void)
@@ -141,6 +175,7 @@ int os_map_at(uintptr_t addr, size_t size)
         munmap(p, size);
         return EEXIST;
     }
+    os_record(OS_TR_MAP, addr, size, 0, 0, 0, NULL);
     return 0;
 }
 
@@ -162,6 +197,7 @@ int os_map_anywhere(size_t size, size_t align, uintptr_t *out)
         munmap(p, a - (uintptr_t)p);
     if ((uintptr_t)p + len > a + size)
         munmap((void *)(a + size), (uintptr_t)p + len - (a + size));
+    os_record(OS_TR_MAP, a, size, 0, 0, 0, NULL);
     *out = a;
     return 0;
 }
@@ -173,7 +209,9 @@ int os_map_over(uintptr_t addr, size_t size)
         return ENOMEM;
     void *p = mmap((void *)addr, size, OS_PROT, OS_FLAGS | MAP_FIXED, -1, 0);
     ATOMIC_ADD(&os_counters.heal_calls, 1);
-    return p == MAP_FAILED ? errno : 0;
+    int err = p == MAP_FAILED ? errno : 0;
+    os_record(OS_TR_MAP_OVER, addr, size, 0, err, 0, NULL);
+    return err;
 }
 
 int os_commit_probe(size_t size)
@@ -198,9 +236,10 @@ int os_unmap(uintptr_t addr, size_t size)
     OS_KEEP_ERRNO;
     if (os_fault(OS_OP_UNMAP))
         return ENOMEM;
-    int r = munmap((void *)addr, size);
+    int err = munmap((void *)addr, size) ? errno : 0;
     ATOMIC_ADD(&os_counters.unmap_calls, 1);
-    return r ? errno : 0;
+    os_record(OS_TR_UNMAP, addr, size, 0, err, 0, NULL);
+    return err;
 }
 
 size_t os_ram_and_swap(void)
@@ -337,12 +376,43 @@ int os_unguard(uintptr_t addr, size_t size)
 int os_hugepage(uintptr_t addr, size_t size)
 {
     OS_KEEP_ERRNO;
-    int r = madvise((void *)addr, size, MADV_HUGEPAGE);
+    int err = madvise((void *)addr, size, MADV_HUGEPAGE) ? errno : 0;
     ATOMIC_ADD(&os_counters.madvise_calls[OS_ADV_HUGEPAGE], 1);
-    if (r == 0)
+    if (err == 0)
         ATOMIC_ADD(&os_counters.madvise_bytes[OS_ADV_HUGEPAGE], size);
-    return r ? errno : 0;
+    os_record(OS_TR_HUGEPAGE, addr, size, 0, err, 0, NULL);
+    return err;
 }
+
+int os_name(uintptr_t addr, size_t size, const char *name)
+{
+    OS_KEEP_ERRNO;
+    if (os_fault(OS_OP_NAME)) {
+        os_record(OS_TR_NAME, addr, size, 0, 0, OS_NAME_PLAYED, name);
+        return 0;
+    }
+    if (ATOMIC_LOAD(&os_name_state) < 0) {
+        os_record(OS_TR_NAME, addr, size, 0, 0, OS_NAME_SKIPPED, name);
+        return 0;
+    }
+    int err = prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)addr, (unsigned long)size, name) ? errno : 0;
+    ATOMIC_ADD(&os_counters.name_calls, 1);
+    os_record(OS_TR_NAME, addr, size, 0, err, OS_NAME_CALLED, name);
+    if (err == 0) {
+        ATOMIC_STORE(&os_name_state, 1);
+        return 0;
+    }
+    /* Before Linux 5.17 the option is unknown, and without CONFIG_ANON_VMA_NAME it is
+     * refused: EINVAL either way, on a first call whose arguments are right.  Once a
+     * name has been taken, EINVAL means what it says. */
+    if (err == EINVAL && ATOMIC_LOAD(&os_name_state) == 0) {
+        ATOMIC_STORE(&os_name_state, -1);
+        return 0;
+    }
+    return err;
+}
+
+bool os_named(void) { return ATOMIC_LOAD(&os_name_state) > 0; }
 
 int os_move(uintptr_t src, size_t size, uintptr_t dst)
 {
@@ -351,7 +421,9 @@ int os_move(uintptr_t src, size_t size, uintptr_t dst)
         return ENOMEM;
     void *p = mremap((void *)src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, (void *)dst);
     ATOMIC_ADD(&os_counters.move_calls, 1);
-    return p == MAP_FAILED ? errno : 0;
+    int err = p == MAP_FAILED ? errno : 0;
+    os_record(OS_TR_MOVE, src, size, dst, err, 0, NULL);
+    return err;
 }
 
 int os_has_dontunmap(void)

@@ -31,6 +31,7 @@ typedef enum {
     OS_OP_PROBE,   /* the overcommit probe: the kernel refuses the request */
     OS_OP_UNMAP,   /* munmap of a range's tail */
     OS_OP_GUARD,   /* MADV_GUARD_INSTALL fails with EINVAL, as before Linux 6.13 */
+    OS_OP_NAME,    /* plays a kernel that names mappings: os_name is recorded, not made, and works */
     OS_OP_COUNT
 } os_op_t;
 
@@ -45,6 +46,7 @@ typedef struct os_counters_s {
     uint64_t probe_calls;
     uint64_t unmap_calls;
     uint64_t guard_calls;
+    uint64_t name_calls; /* prctl(PR_SET_VMA_ANON_NAME) calls made */
 } os_counters_t;
 
 extern os_counters_t os_counters;
@@ -69,6 +71,17 @@ int os_unmap(uintptr_t addr, size_t size);
 size_t os_ram_and_swap(void);
 /* vm.overcommit_memory (0 heuristic, 1 always, 2 strict), or -1 when it cannot be read. */
 int os_overcommit_policy(void);
+
+/* Name the mapping [ADDR, ADDR+SIZE) NAME in /proc/PID/maps and smaps ("[anon:NAME]").
+ * Call it once for each mapping, whole, right after the call that made it: a name given
+ * to part of a VMA splits it, and named and unnamed neighbours do not merge, so a fresh
+ * mapping joins its named neighbours only once it carries their name.  A kernel that
+ * cannot name mappings (before Linux 5.17, or built without CONFIG_ANON_VMA_NAME: EINVAL)
+ * is not an error: 0, and the later calls are skipped.  A name is cosmetic: callers may
+ * ignore what this returns. */
+int os_name(uintptr_t addr, size_t size, const char *name);
+/* Whether the kernel has taken a name (os_name has worked). */
+bool os_named(void);
 
 /* Give pages back by ADVICE (OS_ADV_DONTNEED or OS_ADV_FREE). */
 int os_purge(uintptr_t addr, size_t size, os_advice_t advice);
@@ -105,6 +118,38 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi);
 #ifdef TIDE_FAULT_INJECTION
 /* Test hook: make the next COUNT calls of OP after SKIP successful ones fail with ENOMEM. */
 void os_fault_set(os_op_t op, long skip, long count);
+
+/* The fault-injection build also records, from the start of the process, the calls that
+ * make or change tide's mappings, in the order they returned, so that tests can check
+ * what the kernel was asked (the first OS_TRACE_MAX; os_trace_len counts all of them). */
+typedef enum {
+    OS_TR_MAP,      /* os_map_at, os_map_anywhere: [addr, addr+len) mapped afresh */
+    OS_TR_MAP_OVER, /* os_map_over (a heal) */
+    OS_TR_MOVE,     /* os_move: [addr, addr+len) moved to [to, to+len) */
+    OS_TR_UNMAP,    /* os_unmap */
+    OS_TR_HUGEPAGE, /* os_hugepage */
+    OS_TR_NAME      /* os_name: NAME given to [addr, addr+len) */
+} os_trace_op_t;
+
+typedef enum {
+    OS_NAME_CALLED,  /* the prctl was made; err is what it returned */
+    OS_NAME_SKIPPED, /* not made: the kernel is known to have no names */
+    OS_NAME_PLAYED   /* OS_OP_NAME was armed: not made, taken as done */
+} os_name_how_t;
+
+typedef struct os_trace_s {
+    os_trace_op_t op;
+    int err;            /* the system call's errno, 0 when it worked */
+    os_name_how_t how;  /* OS_TR_NAME only */
+    int tid;            /* the calling thread */
+    uintptr_t addr, to;
+    size_t len;
+    char name[24];
+} os_trace_t;
+
+#define OS_TRACE_MAX 8192
+extern os_trace_t os_trace[OS_TRACE_MAX];
+extern unsigned long os_trace_len; /* atomic */
 #endif
 
 #endif

@@ -889,6 +889,9 @@ Test(fault, os_primitives_keep_errno, .timeout = 60)
     KEEP_ERRNO(r = os_move(hole, PAGE, mine)); /* nothing to move */
     cr_expect(r != 0);
     KEEP_ERRNO(os_has_dontunmap());
+    KEEP_ERRNO(r = os_name(mine, PAGE, "tide-test")); /* EINVAL without kernel support: 0 */
+    cr_expect(r == 0, "os_name on a page of our own: %d", r);
+    KEEP_ERRNO(os_name(hole, PAGE, "tide-test")); /* ENOMEM where the kernel names: nothing mapped */
     KEEP_ERRNO(os_resident(hole, PAGE)); /* mincore: ENOMEM */
     KEEP_ERRNO(os_count_vmas(mine, mine + PAGE));
     KEEP_ERRNO(os_overcommit_policy());
