@@ -88,6 +88,9 @@ typedef struct tide_stats_s {
     uint64_t remap_vmas_peak; /* the most remap_vmas has been since the process started */
     uint64_t meta_vmas;       /* VMAs of tide's metadata range (descriptors, arenas), kept
                                * apart from the heap's; tide's VMAs in all: vmas + meta_vmas */
+    uint64_t named;           /* 1: tide's mappings are named, "[anon:tide]" in /proc/PID/maps;
+                                 0: the kernel cannot name them (before 5.17, or built
+                                 without CONFIG_ANON_VMA_NAME) */
 } tide_stats_t;
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */

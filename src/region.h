@@ -22,6 +22,8 @@
 #include "util.h"
 
 #define REGION_MAX_RANGES 32
+/* What tide's mappings are called in /proc/PID/maps and smaps: "[anon:tide]". */
+#define REGION_NAME "tide"
 /* Bytes of page map a heap page needs (pagemap.h holds the entry itself). */
 #define REGION_PM_ENTRY_BYTES 8
 

@@ -61,6 +61,7 @@ void stats_collect(tide_stats_t *s, bool expensive)
     tcache_stats_t ts;
     tcache_stats(&ts);
     s->nthreads = ts.nthreads;
+    s->named = os_named();
     if (expensive) {
         s->resident = region_resident();
         long v = region_vmas();
@@ -79,13 +80,13 @@ void stats_collect(tide_stats_t *s, bool expensive)
     X(lazyfree_est) X(nranges) X(vmas) X(nmalloc_large) X(nfree_large) X(nslabs)               \
     X(process_madvise_calls) X(process_madvise_bytes) X(purges) X(purged_bytes) X(grows)       \
     X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
-    X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas)
+    X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas) X(named)
 
 void stats_print(int json)
 {
     tide_stats_t s;
     stats_collect(&s, true);
-    char buf[4096];
+    char buf[8192];
     size_t n = 0;
 #define PUT(...) n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, __VA_ARGS__)
     static const char *const adv[] = { "dontneed", "free", "hugepage" };
@@ -107,6 +108,12 @@ void stats_print(int json)
         for (int a = 0; a < 3; a++)
             PUT("  madvise %-14s %llu calls, %llu bytes\n", adv[a], (unsigned long long)s.madvise_calls[a],
                 (unsigned long long)s.madvise_bytes[a]);
+        /* Where the heap is, as /proc/PID/maps writes it. */
+        unsigned nr = ATOMIC_LOAD_ACQ(&region.nranges);
+        for (unsigned i = 0; i < nr; i++)
+            PUT("  range %-16u %lx-%lx %s\n", i, (unsigned long)region.ranges[i].pm_lo,
+                (unsigned long)ATOMIC_LOAD(&region.ranges[i].end),
+                s.named ? "[anon:" REGION_NAME "]" : "(unnamed: the kernel has no anon VMA names)");
     }
 #undef PUT
     os_write_stderr(buf, MIN(n, sizeof buf));
