@@ -45,15 +45,16 @@ static void vmas_raise(uint64_t n)
 
 static uint64_t block_cost(const extent_t *e) { return e->moved_pieces ? e->moved_pieces + 1u : 0; }
 
-/* Fresh pages over [ADDR, ADDR+LEN), with the range's advice: they merge back into the
- * range's VMA.  False when the kernel refused (near vm.max_map_count, say): the old VMAs
- * stay, nothing is lost but their budget. */
+/* Fresh pages over [ADDR, ADDR+LEN), with the range's name and advice: they merge back
+ * into the range's VMA.  False when the kernel refused (near vm.max_map_count, say): the
+ * old VMAs stay, nothing is lost but their budget. */
 static bool heal(uintptr_t addr, size_t len)
 {
     if (os_map_over(addr, len) != 0) {
         ATOMIC_STORE(&remap_strays, true); /* before the pages can be freed (page-heap lock) */
         return false;
     }
+    os_name(addr, len, REGION_NAME);
     if (region.thp)
         os_hugepage(addr, len);
     ATOMIC_ADD(&remap_heals, 1);
@@ -128,6 +129,9 @@ static void *remap_move(extent_t *e, size_t npages)
         goto fail;
     }
     vmas_raise(cost);
+    /* The kernel moves the name with the pages; naming the new place as it is made keeps
+     * the pieces "tide" even where an old piece's name had failed. */
+    os_name(t->addr, old_bytes, REGION_NAME);
     if (e->moved_pieces) {
         /* The emptied old pieces rejoin the range's VMA; if they cannot, they keep paying. */
         if (heal(e->addr, e->moved_len)) {

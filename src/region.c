@@ -77,6 +77,8 @@ static int range_create(uintptr_t hint, size_t heap)
         pm = base - a;
         heap = a + total - base;
     }
+    /* Whole, and before anything can merge with it (see os_name). */
+    os_name(lo, pm + heap, REGION_NAME);
     range_t *r = &region.ranges[n];
     r->pm_lo = lo;
     r->base = lo + pm;
@@ -120,12 +122,14 @@ static int range_extend(range_t *r, size_t len)
         }
         if (err)
             return err;
+        os_name(want, r->pm_lo - want, REGION_NAME); /* now it merges into the range's VMA */
         region.pm_mapped += r->pm_lo - want;
         r->pm_lo = want;
     }
     int err = os_map_at(r->end, len);
     if (err)
         return err;
+    os_name(r->end, len, REGION_NAME);
     region.heap_mapped += len;
     range_set_end(r, new_end);
     region_apply_thp(r);

@@ -7,7 +7,8 @@
  *        | page map  <-- |  heap pages -->                      |
  *
  * The heap grows up from base and the page map grows down from base, both with
- * MAP_FIXED_NOREPLACE and the same flags, so the kernel keeps the whole range as one
+ * MAP_FIXED_NOREPLACE, the same flags and the same name ("tide", given to each new
+ * mapping whole as it is made), so the kernel keeps the whole range as one
  * VMA.  The entry of heap page i is the 8 bytes at base - 8 * (i + 1); pagemap.h says
  * what entries hold.  Nothing inside a
  * range is ever unmapped or mprotected; a range may shrink at its end (region_shrink),

@@ -12,7 +12,9 @@
  * worked inside the OS layer until the test lets it go, so that a test can act while
  * another thread's purge is in progress.  Op 7 plays a kernel whose overcommit policy
  * refuses (the probe without MAP_NORESERVE fails): large requests fail before anything
- * is mapped.  Op 8 fails the munmap that gives a range's free tail back.
+ * is mapped.  Op 8 fails the munmap that gives a range's free tail back.  Op 9 plays a
+ * kernel that names mappings (os_name is recorded and works, without the prctl), so that
+ * the namings of every mapping can be checked on this machine's kernel, which has none.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
@@ -34,7 +36,7 @@
 
 enum {
     F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
-    F_PROBE = 7, F_UNMAP = 8, F_COUNT = 9
+    F_PROBE = 7, F_UNMAP = 8, F_NAME_PLAY = 9, F_COUNT = 10
 };
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
@@ -1136,3 +1138,327 @@ static void unmap_failure(const char *policy)
 
 Test(fault, unmap_failure_dontneed_keeps_the_tail, .timeout = 120) { unmap_failure("dontneed"); }
 Test(fault, unmap_failure_free_keeps_the_tail, .timeout = 120) { unmap_failure("free"); }
+
+/* ---- tide's mappings are named "tide" (PR_SET_VMA_ANON_NAME) ------------------------------ */
+
+/* The OS layer records every call that makes or changes tide's mappings (os_trace).  With
+ * op 9 armed, naming plays a kernel that has CONFIG_ANON_VMA_NAME (the calls are recorded,
+ * not made, and work); unarmed, os_name asks the real kernel, which on a kernel without
+ * it refuses the first call (EINVAL) and is asked no more. */
+#include <sys/prctl.h>
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#endif
+#ifndef PR_SET_VMA_ANON_NAME
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+
+/* Whether this kernel names anonymous mappings, asked on a page of the test's own. */
+static bool kernel_names_mappings(void)
+{
+    void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(p != MAP_FAILED);
+    int r = prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, PAGE, (unsigned long)"tide-test");
+    int e = errno;
+    munmap(p, PAGE);
+    cr_assert(r == 0 || e == EINVAL, "prctl(PR_SET_VMA_ANON_NAME) on a page of our own: %s", strerror(e));
+    return r == 0;
+}
+
+typedef struct names_s {
+    unsigned maps, heals, moves, hugepages;  /* mapping calls that worked, and THP advice */
+    unsigned names, played, called, skipped; /* namings, by how they were done */
+    unsigned refused;                        /* real namings the kernel refused with EINVAL */
+    unsigned pm_ext, heap_ext;               /* maps that extended range 0 down / up */
+    uintptr_t lo, end;                       /* range 0 as the trace has grown it */
+} names_t;
+
+/* The trace from FROM on: in each thread, every mapping call that worked (a reservation,
+ * an extension, a heal, a move) is followed at once by one naming, "tide", of exactly the
+ * span it mapped (a move: where the pages went), before any other call of that thread,
+ * and every naming follows such a call.  LO and END: range 0 when FROM was taken. */
+static names_t check_names(unsigned long from, uintptr_t lo, uintptr_t end, const char *when)
+{
+    names_t n = { .lo = lo, .end = end };
+    unsigned long to = ATOMIC_LOAD(&os_trace_len);
+    cr_assert(to <= OS_TRACE_MAX, "the trace overflowed (%lu calls)", to);
+    struct {
+        int tid;
+        const os_trace_t *pending;
+    } th[16];
+    size_t nth = 0;
+    for (unsigned long i = from; i < to; i++) {
+        const os_trace_t *t = &os_trace[i];
+        size_t k = 0;
+        while (k < nth && th[k].tid != t->tid)
+            k++;
+        if (k == nth) {
+            cr_assert(nth < ARRAY_SIZE(th));
+            th[nth].tid = t->tid;
+            th[nth++].pending = NULL;
+        }
+        const os_trace_t *m = th[k].pending;
+        if (t->op == OS_TR_NAME) {
+            cr_assert(m != NULL, "%s: call %lu names [%#lx, %#lx) without a mapping made just before", when, i,
+                      (unsigned long)t->addr, (unsigned long)(t->addr + t->len));
+            uintptr_t want = m->op == OS_TR_MOVE ? m->to : m->addr;
+            cr_assert(t->addr == want && t->len == m->len,
+                      "%s: call %lu names [%#lx, %#lx), not the whole of [%#lx, %#lx) mapped just before", when, i,
+                      (unsigned long)t->addr, (unsigned long)(t->addr + t->len), (unsigned long)want,
+                      (unsigned long)(want + m->len));
+            cr_assert_str_eq(t->name, "tide", "%s: call %lu gives the name '%s'", when, i, t->name);
+            n.names++;
+            n.played += t->how == OS_NAME_PLAYED;
+            n.skipped += t->how == OS_NAME_SKIPPED;
+            if (t->how == OS_NAME_CALLED) {
+                n.called++;
+                n.refused += t->err == EINVAL;
+                cr_assert(t->err == 0 || t->err == EINVAL, "%s: call %lu: the kernel said %s", when, i,
+                          strerror(t->err));
+            }
+            th[k].pending = NULL;
+            continue;
+        }
+        cr_assert(m == NULL, "%s: call %lu (op %d) comes before the naming of [%#lx, %#lx), mapped just before", when,
+                  i, (int)t->op, (unsigned long)(m->op == OS_TR_MOVE ? m->to : m->addr),
+                  (unsigned long)((m->op == OS_TR_MOVE ? m->to : m->addr) + m->len));
+        if (t->err)
+            continue;
+        switch (t->op) {
+        case OS_TR_MAP:
+            n.maps++;
+            if (t->addr + t->len == n.lo) {
+                n.pm_ext++;
+                n.lo = t->addr;
+            } else if (t->addr == n.end) {
+                n.heap_ext++;
+                n.end = t->addr + t->len;
+            }
+            th[k].pending = t;
+            break;
+        case OS_TR_MAP_OVER:
+            n.heals++;
+            th[k].pending = t;
+            break;
+        case OS_TR_MOVE:
+            n.moves++;
+            th[k].pending = t;
+            break;
+        case OS_TR_HUGEPAGE:
+            n.hugepages++;
+            break;
+        default:
+            break;
+        }
+    }
+    for (size_t k = 0; k < nth; k++)
+        cr_assert(th[k].pending == NULL, "%s: the last mapping of thread %d, [%#lx, %#lx), was never named", when,
+                  th[k].tid, (unsigned long)th[k].pending->addr,
+                  (unsigned long)(th[k].pending->addr + th[k].pending->len));
+    cr_log_info("%s: %u maps (%u of the page map, %u of the heap), %u heals, %u moves, %u namings (%u made, %u refused, "
+                "%u skipped, %u played), %u huge-page advice",
+                when, n.maps, n.pm_ext, n.heap_ext, n.heals, n.moves, n.names, n.called, n.refused, n.skipped, n.played,
+                n.hugepages);
+    return n;
+}
+
+/* The lines of /proc/self/maps inside tide's ranges, and how many of them are [anon:tide]. */
+static void maps_in_tide(unsigned *lines, unsigned *named)
+{
+    uintptr_t r[8][2];
+    size_t nr = tide_ranges(r, 8);
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert(f);
+    char line[512];
+    *lines = *named = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx", &a, &b) != 2)
+            continue;
+        for (size_t i = 0; i < nr && i < 8; i++)
+            if (a < r[i][1] && r[i][0] < b) {
+                (*lines)++;
+                *named += strstr(line, " [anon:tide]\n") != NULL;
+                break;
+            }
+    }
+    fclose(f);
+}
+
+static uintptr_t range0_lo(void)
+{
+    uintptr_t r[8][2];
+    cr_assert(tide_ranges(r, 8) >= 1);
+    return r[0][0];
+}
+
+static uintptr_t range0_end(void)
+{
+    uintptr_t r[8][2];
+    cr_assert(tide_ranges(r, 8) >= 1);
+    return r[0][1];
+}
+
+/* Large blocks, never touched, that make range 0 grow at both ends: 20 x 24 MiB needs a
+ * page map for 480 MiB of heap where start-up reserved one for 32 MiB. */
+enum { NGROW = 20 };
+static void grow_heap(void *blocks[NGROW])
+{
+    for (int i = 0; i < NGROW; i++)
+        cr_assert((blocks[i] = malloc(24 * MiB)) != NULL);
+}
+
+static void free_blocks(void *blocks[NGROW])
+{
+    for (int i = 0; i < NGROW; i++)
+        free(blocks[i]);
+}
+
+/* For real, on whatever kernel runs the test: from start-up on (the range's reservation
+ * included) every mapping was given its name, once and whole.  A kernel that cannot name
+ * refused the first call and was not asked again; one that can took every name, and the
+ * range is [anon:tide] in /proc/self/maps.  The range stays one VMA either way. */
+Test(fault, every_mapping_is_named_once_whole_and_a_kernel_without_names_is_asked_once, .timeout = 60)
+{
+    conf("background", "off");
+    bool kernel = kernel_names_mappings();
+    void *blocks[NGROW];
+    grow_heap(blocks);
+    names_t n = check_names(0, 0, 0, kernel ? "since start-up, a kernel with names" : "since start-up, no names");
+    cr_assert(n.maps >= 3, "only %u mappings since start-up: the heap did not grow", n.maps);
+    cr_assert(n.names == n.maps + n.heals + n.moves);
+    /* The trace starts with the reservation: 4 MiB of heap and its page map, in range 0. */
+    unsigned long first = 0;
+    while (first < os_trace_len && (os_trace[first].op != OS_TR_MAP || os_trace[first].err))
+        first++;
+    const os_trace_t *res = &os_trace[first];
+    cr_assert(res->len > 4 * MiB && res->len < 5 * MiB && res->addr >= range0_lo() && res->addr + res->len <= range0_end(),
+              "the first mapping, [%#lx, %#lx), is not the reservation of range 0", (unsigned long)res->addr,
+              (unsigned long)(res->addr + res->len));
+    tide_stats_t s = stats();
+    unsigned lines, named;
+    maps_in_tide(&lines, &named);
+    cr_log_info("kernel names mappings: %s; stats.named %lu; %u of %u VMAs of tide's range [anon:tide]; %lu prctl calls",
+                kernel ? "yes" : "no", (unsigned long)s.named, named, lines, (unsigned long)os_counters.name_calls);
+    if (kernel) {
+        cr_assert(n.called == n.names && n.refused == 0 && n.skipped == 0,
+                  "a kernel with names: %u namings, %u made, %u refused, %u skipped", n.names, n.called, n.refused,
+                  n.skipped);
+        cr_assert(s.named == 1);
+        cr_assert(named == lines, "%u of tide's %u VMAs are [anon:tide]", named, lines);
+    } else {
+        cr_assert(n.called == 1 && n.refused == 1 && n.skipped == n.names - 1,
+                  "a kernel without names was asked %u times (%u refused), %u namings skipped of %u", n.called,
+                  n.refused, n.skipped, n.names);
+        cr_assert(ATOMIC_LOAD(&os_counters.name_calls) == 1, "%lu prctl calls",
+                  (unsigned long)os_counters.name_calls);
+        cr_assert(s.named == 0);
+        cr_assert(named == 0);
+    }
+    cr_assert(s.vmas == 1 && lines == 1, "tide's range is %lu VMAs (%u lines of the maps)", (unsigned long)s.vmas,
+              lines);
+    free_blocks(blocks);
+    heap_ok("after the growth");
+}
+
+/* Each extension, of the heap upwards and of the page map downwards, is named whole right
+ * after it is mapped (so it merges into the range's VMA), before the huge-page advice. */
+static void extensions_are_named(bool thp)
+{
+    conf("background", "off");
+    conf("thp", thp ? "on" : "off");
+    uintptr_t lo = range0_lo(), end = range0_end();
+    unsigned long from = ATOMIC_LOAD(&os_trace_len);
+    arm(F_NAME_PLAY, 0, ALWAYS);
+    void *blocks[NGROW];
+    grow_heap(blocks);
+    disarm();
+    names_t n = check_names(from, lo, end, thp ? "growth with thp:on" : "growth");
+    cr_assert(n.pm_ext >= 1 && n.heap_ext >= 2, "growth made %u page-map and %u heap extensions", n.pm_ext, n.heap_ext);
+    cr_assert(n.maps == n.pm_ext + n.heap_ext, "%u maps, not all of them extensions of range 0", n.maps);
+    cr_assert(n.played == n.names && n.names == n.maps, "%u maps, %u namings (%u played)", n.maps, n.names, n.played);
+    cr_assert(n.lo == range0_lo() && n.end == range0_end(), "the extensions do not add up to range 0");
+    if (thp)
+        cr_assert(n.hugepages >= n.heap_ext, "%u huge-page advice for %u heap extensions", n.hugepages, n.heap_ext);
+    cr_assert(stats().vmas == 1);
+    free_blocks(blocks);
+    heap_ok("after the growth");
+}
+
+Test(fault, extensions_are_named_whole_before_they_merge, .timeout = 60) { extensions_are_named(false); }
+Test(fault, extensions_are_named_before_the_huge_page_advice, .timeout = 60) { extensions_are_named(true); }
+
+/* A further range, made when something else sits after the first one, is named whole: its
+ * page map and heap are one mapping and one naming. */
+Test(fault, a_further_range_is_named_whole, .timeout = 60)
+{
+    conf("background", "off");
+    uintptr_t end = range0_end();
+    void *wall = mmap((void *)end, PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    cr_assert(wall == (void *)end, "could not map a page right after tide's range");
+    unsigned long from = ATOMIC_LOAD(&os_trace_len);
+    arm(F_NAME_PLAY, 0, ALWAYS);
+    void *p = malloc(stats().mapped + 64 * MiB);
+    disarm();
+    cr_assert(p != NULL);
+    uintptr_t r[8][2];
+    cr_assert(tide_ranges(r, 8) == 2, "no second range was made");
+    names_t n = check_names(from, range0_lo(), end, "a further range");
+    bool whole = false;
+    for (unsigned long i = from; i < ATOMIC_LOAD(&os_trace_len); i++)
+        whole |= os_trace[i].op == OS_TR_NAME && os_trace[i].addr == r[1][0] && os_trace[i].addr + os_trace[i].len == r[1][1];
+    cr_assert(whole, "range 1 [%#lx, %#lx) was not named in one call", (unsigned long)r[1][0], (unsigned long)r[1][1]);
+    cr_assert(n.played == n.names && n.names == n.maps);
+    free(p);
+    munmap(wall, PAGE);
+    heap_ok("with two ranges");
+}
+
+/* A moved block is named where it went (a block of two pieces in one call), and every
+ * heal names the fresh pages it maps: the old pieces after a second move, the tail a
+ * shrink cuts off, and what is left at free. */
+Test(fault, moved_blocks_and_healed_pieces_are_named, .timeout = 60)
+{
+    conf("background", "off");
+    conf("remap", "on");
+    conf("remap_threshold", "65536");
+    conf("remap_max", "3");
+    size_t n = 2 * MiB;
+    tide_stats_t h0 = stats();
+    cr_assert(h0.vmas == 1);
+    unsigned long from = ATOMIC_LOAD(&os_trace_len);
+    uintptr_t lo = range0_lo(), end = range0_end();
+    arm(F_NAME_PLAY, 0, ALWAYS);
+    void *blocker;
+    char *m = blocked_block(n, &blocker);
+    cr_assert(m != NULL);
+    fill(m, n / 2, m);
+    size_t size = 2 * n;
+    char *q = realloc(m, size);
+    cr_assert(q != NULL && stats().remap_moves == h0.remap_moves + 1, "the first realloc did not move pages");
+    for (int i = 0; i < 200 && stats().remap_moves == h0.remap_moves + 1; i++) {
+        cr_assert(nfillers < sizeof fillers / sizeof fillers[0]);
+        fillers[nfillers++] = malloc(n);
+        q = realloc(q, size + n);
+        cr_assert(q != NULL);
+        size += n;
+    }
+    tide_stats_t h1 = stats();
+    cr_assert(h1.remap_moves == h0.remap_moves + 2, "the block did not move a second time");
+    char *s = realloc(q, n / 2); /* the cut tail is healed */
+    cr_assert(s != NULL);
+    cr_expect(bad_words(s, n / 2, m) == 0, "contents lost");
+    free(s); /* and the rest */
+    disarm();
+    tide_stats_t h2 = stats();
+    names_t c = check_names(from, lo, end, "moves and heals");
+    cr_assert(c.moves == 2, "%u moves", c.moves);
+    cr_assert(c.heals == h2.remap_heals - h0.remap_heals && c.heals >= 3, "%u heals traced, %lu counted", c.heals,
+              (unsigned long)(h2.remap_heals - h0.remap_heals));
+    cr_assert(c.played == c.names && c.names == c.maps + c.heals + c.moves);
+    free(blocker);
+    free_fillers();
+    cr_assert(stats().vmas == 1, "tide's range is %lu VMAs once the moved block is gone", (unsigned long)stats().vmas);
+    heap_ok("at the end");
+    conf("remap_max", "1");
+}

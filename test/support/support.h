@@ -39,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <tide.h>
@@ -308,16 +310,18 @@ static inline long tt_rollup_kib(const char *field)
     return kib;
 }
 
-/* Counts the lines of /proc/self/maps, and those overlapping tide's ranges. */
+/* Counts the lines of /proc/self/maps, those overlapping tide's ranges, and how many of
+ * those carry tide's name ("[anon:tide]", on a kernel that names mappings). */
 struct tt_vmas {
     int total;
     int tide;
     size_t nranges;
+    int named;
 };
 
 static inline struct tt_vmas tt_count_vmas(void)
 {
-    struct tt_vmas v = {0, 0, 0};
+    struct tt_vmas v = {0, 0, 0, 0};
     uintptr_t r[64][2];
     size_t nr = 0;
 #ifndef TIDE_TEST_GLIBC
@@ -328,7 +332,7 @@ static inline struct tt_vmas tt_count_vmas(void)
         nr = 64;
     char *maps = tt_read_file("/proc/self/maps", NULL);
     if (!maps)
-        return (struct tt_vmas){-1, -1, nr};
+        return (struct tt_vmas){-1, -1, nr, -1};
     for (char *l = maps; *l;) {
         char *nl = strchr(l, '\n');
         uintptr_t lo = 0, hi = 0;
@@ -337,6 +341,7 @@ static inline struct tt_vmas tt_count_vmas(void)
             for (size_t i = 0; i < nr; i++)
                 if (lo < r[i][1] && r[i][0] < hi) {
                     v.tide++;
+                    v.named += nl && nl - l >= 12 && memcmp(nl - 12, " [anon:tide]", 12) == 0;
                     break;
                 }
         }
@@ -346,6 +351,19 @@ static inline struct tt_vmas tt_count_vmas(void)
     }
     free(maps);
     return v;
+}
+
+/* Whether the kernel names anonymous mappings (PR_SET_VMA_ANON_NAME: Linux 5.17+ built
+ * with CONFIG_ANON_VMA_NAME), asked on a page of the test's own. */
+static inline bool tt_kernel_names_vmas(void)
+{
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    int r = prctl(0x53564d41 /* PR_SET_VMA */, 0 /* PR_SET_VMA_ANON_NAME */, (unsigned long)p, 4096UL,
+                  (unsigned long)"tide-test");
+    munmap(p, 4096);
+    return r == 0;
 }
 
 /* True when [p, p+n) lies inside one of tide's ranges (always true in glibc mode). */

@@ -6,7 +6,9 @@
  * (moves), blocks aligned to 64 KiB and 2 MiB, every page of every block touched.  Then
  * the lines of /proc/self/maps that overlap tide_ranges() are counted three times: with
  * the working sets still live, after everything was freed, and after tide_purge().  Each
- * count must be at most 4.  The counts are printed in the test's log.
+ * count must be at most 4.  The counts are printed in the test's log.  On a kernel that
+ * names mappings, each of those VMAs is [anon:tide] (the names keep the counts as they
+ * are); on one that does not (EINVAL), none is.
  */
 #include "support.h"
 
@@ -124,10 +126,11 @@ static void report_vmas(const char *when, struct tt_vmas v)
     tide_stats_t s;
     memset(&s, 0, sizeof s);
     tide_stats_get(&s, sizeof s);
-    tt_report("vma [%s]: %s: %d of the process's %d VMAs overlap tide's %zu range(s) (bound %d); stats: vmas %" PRIu64
+    tt_report("vma [%s]: %s: %d of the process's %d VMAs overlap tide's %zu range(s) (bound %d), %d named [anon:tide]; "
+              "stats: vmas %" PRIu64
               ", mapped %" PRIu64 " MiB, grows %" PRIu64 ", remap moves %" PRIu64 ", heals %" PRIu64 ", live moved %" PRIu64
               ", in place %" PRIu64 ", copies %" PRIu64,
-              label, when, v.tide, v.total, v.nranges, MAX_TIDE_VMAS, s.vmas, s.mapped >> 20, s.grows, s.remap_moves,
+              label, when, v.tide, v.total, v.nranges, MAX_TIDE_VMAS, v.named, s.vmas, s.mapped >> 20, s.grows, s.remap_moves,
               s.remap_heals, s.remap_live, s.remap_in_place, s.remap_copies);
 }
 
@@ -187,6 +190,12 @@ static void churn_and_count(const char *const *conf)
     cr_assert_leq(purged.tide, MAX_TIDE_VMAS, "%d VMAs overlap tide's ranges after tide_purge() (bound %d)",
                   purged.tide, MAX_TIDE_VMAS);
     cr_assert_geq(live.tide, 1, "no VMA overlaps tide's ranges: is tide_ranges() right?");
+    bool names = tt_kernel_names_vmas();
+    const struct tt_vmas *counts[] = {&start, &live, &freed, &purged};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        cr_assert_eq(counts[i]->named, names ? counts[i]->tide : 0,
+                     "%d of tide's %d VMAs are [anon:tide], on a kernel that %s mappings", counts[i]->named,
+                     counts[i]->tide, names ? "names" : "does not name");
 #endif
 }
 
