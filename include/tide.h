@@ -110,9 +110,10 @@ int tide_check(void);
  * fails with ENOSYS (before Linux 5.10), 5 = process_madvise on PIDFD_SELF fails with
  * EBADF (before 6.14); or 6 = a purge that worked holds its caller after its system call
  * until tide_fault_inject(6, ...) is called again; 7 = the overcommit probe (the kernel's
- * policy refuses a large request); 8 = unmapping the free tail of a range; or, the other
- * way round, 9 = naming a mapping behaves as on a kernel with CONFIG_ANON_VMA_NAME (the
- * call works, and is not made).  Returns 0, or -1 with errno ENOSYS in other builds. */
+ * policy refuses a large request); 8 = unmapping the free tail of a range; 9 = installing
+ * a guard page (EINVAL, as before Linux 6.13); or, the other way round, 10 = naming a
+ * mapping behaves as on a kernel with CONFIG_ANON_VMA_NAME (the call works, and is not
+ * made).  Returns 0, or -1 with errno ENOSYS in other builds. */
 int tide_fault_inject(int op, long skip, long count);
 
 /* The address ranges tide owns: fills up to MAX [lo, hi) pairs, returns how many exist. */

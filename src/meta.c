@@ -13,6 +13,7 @@
 #include "util.h"
 
 #define META_MAX_CHUNKS 32
+#define META_NAME "tide-meta" /* in /proc/PID/maps: [anon:tide-meta] */
 #define META_MIN_GROW (1 * MiB)
 #define META_HINT_LO ((uintptr_t)8 << 40) /* below the heap's first range, [16, 32) TiB, which grows up */
 #define META_HINT_SPAN_GIB 4096u
@@ -31,6 +32,7 @@ static int new_chunk(size_t len, uintptr_t hint)
     int err = hint ? os_map_at(a, len) : EEXIST;
     if (err && os_map_anywhere(len, PAGE, &a) != 0)
         return ENOMEM;
+    os_name(a, len, META_NAME);
     chunk_lo[nchunks] = a;
     chunk_hi[nchunks] = a + len;
     nchunks++;
@@ -55,6 +57,7 @@ static int grow(size_t size)
 {
     size_t step = ALIGN_UP(MAX(size, MAX(mapped / 4, META_MIN_GROW)), PAGE);
     if (os_map_at(end, step) == 0) {
+        os_name(end, step, META_NAME); /* before anything could merge with it */
         chunk_hi[nchunks - 1] = end + step;
         end += step;
         mapped += step;
