@@ -36,7 +36,7 @@
 
 enum {
     F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
-    F_PROBE = 7, F_UNMAP = 8, F_NAME_PLAY = 9, F_COUNT = 10
+    F_PROBE = 7, F_UNMAP = 8, F_GUARD = 9, F_NAME_PLAY = 10, F_COUNT = 11
 };
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
@@ -1342,7 +1342,7 @@ Test(fault, every_mapping_is_named_once_whole_and_a_kernel_without_names_is_aske
     cr_assert(res->len > 4 * MiB && res->len < 5 * MiB && res->addr >= range0_lo() && res->addr + res->len <= range0_end(),
               "the first mapping, [%#lx, %#lx), is not the reservation of range 0", (unsigned long)res->addr,
               (unsigned long)(res->addr + res->len));
-    tide_stats_t s = stats();
+    tide_stats_t s = tt_stats();
     unsigned lines, named;
     maps_in_tide(&lines, &named);
     cr_log_info("kernel names mappings: %s; stats.named %lu; %u of %u VMAs of tide's range [anon:tide]; %lu prctl calls",
@@ -1365,7 +1365,7 @@ Test(fault, every_mapping_is_named_once_whole_and_a_kernel_without_names_is_aske
     cr_assert(s.vmas == 1 && lines == 1, "tide's range is %lu VMAs (%u lines of the maps)", (unsigned long)s.vmas,
               lines);
     free_blocks(blocks);
-    heap_ok("after the growth");
+    tt_assert_heap_ok("after the growth");
 }
 
 /* Each extension, of the heap upwards and of the page map downwards, is named whole right
@@ -1387,9 +1387,9 @@ static void extensions_are_named(bool thp)
     cr_assert(n.lo == range0_lo() && n.end == range0_end(), "the extensions do not add up to range 0");
     if (thp)
         cr_assert(n.hugepages >= n.heap_ext, "%u huge-page advice for %u heap extensions", n.hugepages, n.heap_ext);
-    cr_assert(stats().vmas == 1);
+    cr_assert(tt_stats().vmas == 1);
     free_blocks(blocks);
-    heap_ok("after the growth");
+    tt_assert_heap_ok("after the growth");
 }
 
 Test(fault, extensions_are_named_whole_before_they_merge, .timeout = 60) { extensions_are_named(false); }
@@ -1405,7 +1405,7 @@ Test(fault, a_further_range_is_named_whole, .timeout = 60)
     cr_assert(wall == (void *)end, "could not map a page right after tide's range");
     unsigned long from = ATOMIC_LOAD(&os_trace_len);
     arm(F_NAME_PLAY, 0, ALWAYS);
-    void *p = malloc(stats().mapped + 64 * MiB);
+    void *p = malloc(tt_stats().mapped + 64 * MiB);
     disarm();
     cr_assert(p != NULL);
     uintptr_t r[8][2];
@@ -1418,7 +1418,7 @@ Test(fault, a_further_range_is_named_whole, .timeout = 60)
     cr_assert(n.played == n.names && n.names == n.maps);
     free(p);
     munmap(wall, PAGE);
-    heap_ok("with two ranges");
+    tt_assert_heap_ok("with two ranges");
 }
 
 /* A moved block is named where it went (a block of two pieces in one call), and every
@@ -1431,7 +1431,7 @@ Test(fault, moved_blocks_and_healed_pieces_are_named, .timeout = 60)
     conf("remap_threshold", "65536");
     conf("remap_max", "3");
     size_t n = 2 * MiB;
-    tide_stats_t h0 = stats();
+    tide_stats_t h0 = tt_stats();
     cr_assert(h0.vmas == 1);
     unsigned long from = ATOMIC_LOAD(&os_trace_len);
     uintptr_t lo = range0_lo(), end = range0_end();
@@ -1442,22 +1442,22 @@ Test(fault, moved_blocks_and_healed_pieces_are_named, .timeout = 60)
     fill(m, n / 2, m);
     size_t size = 2 * n;
     char *q = realloc(m, size);
-    cr_assert(q != NULL && stats().remap_moves == h0.remap_moves + 1, "the first realloc did not move pages");
-    for (int i = 0; i < 200 && stats().remap_moves == h0.remap_moves + 1; i++) {
+    cr_assert(q != NULL && tt_stats().remap_moves == h0.remap_moves + 1, "the first realloc did not move pages");
+    for (int i = 0; i < 200 && tt_stats().remap_moves == h0.remap_moves + 1; i++) {
         cr_assert(nfillers < sizeof fillers / sizeof fillers[0]);
         fillers[nfillers++] = malloc(n);
         q = realloc(q, size + n);
         cr_assert(q != NULL);
         size += n;
     }
-    tide_stats_t h1 = stats();
+    tide_stats_t h1 = tt_stats();
     cr_assert(h1.remap_moves == h0.remap_moves + 2, "the block did not move a second time");
     char *s = realloc(q, n / 2); /* the cut tail is healed */
     cr_assert(s != NULL);
     cr_expect(bad_words(s, n / 2, m) == 0, "contents lost");
     free(s); /* and the rest */
     disarm();
-    tide_stats_t h2 = stats();
+    tide_stats_t h2 = tt_stats();
     names_t c = check_names(from, lo, end, "moves and heals");
     cr_assert(c.moves == 2, "%u moves", c.moves);
     cr_assert(c.heals == h2.remap_heals - h0.remap_heals && c.heals >= 3, "%u heals traced, %lu counted", c.heals,
@@ -1465,7 +1465,7 @@ Test(fault, moved_blocks_and_healed_pieces_are_named, .timeout = 60)
     cr_assert(c.played == c.names && c.names == c.maps + c.heals + c.moves);
     free(blocker);
     free_fillers();
-    cr_assert(stats().vmas == 1, "tide's range is %lu VMAs once the moved block is gone", (unsigned long)stats().vmas);
-    heap_ok("at the end");
+    cr_assert(tt_stats().vmas == 1, "tide's range is %lu VMAs once the moved block is gone", (unsigned long)tt_stats().vmas);
+    tt_assert_heap_ok("at the end");
     conf("remap_max", "1");
 }
