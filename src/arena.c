@@ -125,14 +125,29 @@ bool arena_region_is_free(extent_t *slab, uintptr_t p)
     return is_free;
 }
 
+/* Give back N (at most 256) objects of CLS whose slabs are SLABS[i]. */
+static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned n, unsigned cls, const char *caller);
+
 unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
 {
-    extent_t *slabs[256], *empty[256];
-    unsigned nempty = 0, freed = 0;
+    extent_t *slabs[256];
+    unsigned freed = 0;
     while (n > 0) {
         unsigned batch = MIN(n, 256u);
         for (unsigned i = 0; i < batch; i++)
             slabs[i] = slab_of((uintptr_t)objs[i], cls, caller);
+        freed += return_to_slabs(objs, slabs, batch, cls, caller);
+        objs += batch;
+        n -= batch;
+    }
+    return freed;
+}
+
+static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, unsigned cls, const char *caller)
+{
+    extent_t *empty[256];
+    unsigned nempty = 0, freed = 0;
+    {
         /* One lock round per arena met in the batch: the first object's arena, the
          * objects of other arenas are kept for the next round. */
         unsigned left = batch;
@@ -175,8 +190,6 @@ unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
             nempty = 0;
             left = keep;
         }
-        objs += batch;
-        n -= batch;
     }
     return freed;
 }
@@ -184,16 +197,25 @@ unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
 unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char *caller)
 {
     void *objs[256];
+    extent_t *slabs[256];
     unsigned n = 0, freed = 0;
-    for (void **p = head; p;) {
+    void **p = head;
+    extent_t *slab = p ? slab_of((uintptr_t)p, cls, caller) : NULL;
+    while (p) {
         /* The walk is bounded by the count: a list made to loop ends too. */
         if (count-- == 0)
             freelist_corrupt(caller, p, p, cls);
-        void **next = freelist_next_checked(p, cls, caller);
-        objs[n++] = p;
+        /* Each link is checked as it is followed, by the page-map read that finds its slab. */
+        void **next = fl_next(p);
+        extent_t *next_slab = NULL;
+        if (next && !(next_slab = freelist_slab_of(next, cls)))
+            freelist_corrupt(caller, p, next, cls);
+        objs[n] = p;
+        slabs[n++] = slab;
         p = next;
+        slab = next_slab;
         if (n == ARRAY_SIZE(objs) || !p) {
-            freed += arena_return(objs, n, cls, caller);
+            freed += return_to_slabs(objs, slabs, n, cls, caller);
             n = 0;
         }
     }

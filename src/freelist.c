@@ -22,6 +22,17 @@ void freelist_init(void)
     freelist_fresh = freelist_key | 2;
 }
 
+void *freelist_slab_of(const void *next, unsigned cls)
+{
+    uintptr_t a = (uintptr_t)next;
+    const range_t *r = region_range_of(a);
+    if (!r || !fl_plausible(next) || cls >= SC_NSMALL)
+        return NULL;
+    pm_entry_t e = pm_read(r, a);
+    return pm_is_slab_page(e) && pm_slab_class(e) == cls && sc_starts_region(cls, a - pm_slab_base(e, a)) ? pm_desc(e)
+                                                                                                          : NULL;
+}
+
 bool freelist_valid(const void *next, unsigned cls)
 {
     uintptr_t a = (uintptr_t)next;

@@ -56,6 +56,10 @@ __attribute__((noreturn, cold)) void freelist_corrupt_after(const void *obj, con
 /* Whether NEXT (not NULL) is a region of a live slab of class CLS (a large class: the
  * first page of a block of that class). */
 bool freelist_valid(const void *next, unsigned cls);
+/* The slab descriptor of NEXT when it is a region of a live slab of small class CLS (the
+ * check of freelist_valid), else NULL: a walk that needs the slab anyway checks and finds
+ * it in one page-map read. */
+void *freelist_slab_of(const void *next, unsigned cls);
 /* The next object after OBJ in a list of class CLS, checked fully; aborts with FUNC's name
  * when the link is corrupted. */
 void *freelist_next_checked(void *const *obj, unsigned cls, const char *func);
