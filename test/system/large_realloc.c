@@ -59,6 +59,21 @@ static size_t spot_check(const uint8_t *p, size_t n, uint64_t salt, uint64_t *rn
 /* Lines of /proc/self/maps that overlap tide's ranges. */
 static long tide_vmas(void) { return tt_count_vmas().tide; }
 
+/* A block of WALL bytes right after the N bytes at P, so that P cannot grow in place: the
+ * first one asked for usually lands there, but a free run elsewhere (whose state depends
+ * on when the purger last ran) may take it first, so ask until one does. */
+static void *wall_after(void *p, size_t n, size_t wall)
+{
+    void *tries[64], *w = NULL;
+    int k = 0;
+    while (k < 64 && (w = malloc(wall)) != (char *)p + n)
+        tries[k++] = w;
+    while (k > 0)
+        free(tries[--k]);
+    cr_assert_eq(w, (char *)p + n, "no block of %zu bytes would go right after %p", wall, p);
+    return w;
+}
+
 /* Whether every byte of [lo, hi) is covered by some mapping. */
 static bool mapped(uintptr_t lo, uintptr_t hi)
 {
@@ -190,7 +205,7 @@ Test(remap, moves_leave_no_hole_and_vmas_stay_bounded, .timeout = 120)
 Test(remap, moved_block_shrunk_then_freed_heals)
 {
     long base_vmas = tide_vmas();
-    uint8_t *p = malloc(2 * MiB), *wall = malloc(MiB);
+    uint8_t *p = malloc(2 * MiB), *wall = wall_after(p, 2 * MiB, MiB);
     fill(p, 0, 2 * MiB, 9);
     uint8_t *q = realloc(p, 8 * MiB);
     cr_assert_not_null(q);
@@ -435,7 +450,7 @@ static int free_moved_in_child(void *arg)
 Test(remap, fork_child_freeing_a_moved_block_keeps_counting_its_vmas, .timeout = 60)
 {
     long base_vmas = tide_vmas();
-    uint8_t *p = malloc(2 * MiB), *wall = malloc(MiB);
+    uint8_t *p = malloc(2 * MiB), *wall = wall_after(p, 2 * MiB, MiB);
     fill(p, 0, 2 * MiB, 11);
     uint64_t moves0 = tt_stats().remap_moves;
     uint8_t *q = realloc(p, 8 * MiB);
