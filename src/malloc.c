@@ -124,7 +124,7 @@ TIDE_EXPORT void tide_free(void *p)
     const range_t *r = &region.ranges[0];
     uintptr_t base = r->base, off = a - base;
     if (likely(off < ATOMIC_LOAD(&r->span))) {
-        pm_entry_t entry = ATOMIC_LOAD((pm_entry_t *)base + ~(off >> LG_PAGE)); /* pm_slot: base[-1 - page] */
+        pm_entry_t entry = pm_read_offset(r, off);
         unsigned cls = pm_slab_class(entry);
         tcache_t *tc = &tcache_tls;
         void **obj = p;

@@ -111,7 +111,10 @@ TIDE_INLINE pm_entry_t pm_read(const range_t *r, uintptr_t addr) { return ATOMIC
  * it already). */
 TIDE_INLINE pm_entry_t pm_read_offset(const range_t *r, uintptr_t off)
 {
-    return ATOMIC_LOAD((pm_entry_t *)r->base - 1 - (off >> LG_PAGE));
+    /* base[-1 - page], as base + ~page entries: one instruction less; in integers, where
+     * the wrap-around is defined. */
+    uintptr_t slot = r->base + (~(off >> LG_PAGE)) * sizeof(pm_entry_t);
+    return ATOMIC_LOAD((const pm_entry_t *)slot);
 }
 static inline void pm_write(const range_t *r, uintptr_t addr, pm_entry_t e) { ATOMIC_STORE(pm_slot(r, addr), e); }
 
