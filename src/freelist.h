@@ -3,12 +3,12 @@
  * A free small object's first word holds the next object of its list: in a thread cache,
  * a transfer cache, or a batch a refill hands over.  The word holds it encoded, as
  * glibc's safe-linking does and with a per-process secret besides: the next pointer XOR
- * the word's own address shifted right by 12 XOR the secret.  A linear overflow from the
- * object before, or a use after free, that writes the word cannot make the list lead to
- * an address of its choosing without the secret, and what it writes decodes to a
- * random-looking pointer, which the pop rejects: the fast path checks that it is a
- * quantum-aligned user-space address (fl_plausible), every slow path checks that the next
- * object is a region of a live slab of the list's class (freelist_check). */
+ * the word's own address scrambled (times an odd constant) XOR the secret.  A linear
+ * overflow from the object before, or a use after free, that writes the word cannot make
+ * the list lead to an address of its choosing without the secret, and what it writes
+ * decodes to a random-looking pointer, which the pop rejects: the fast path checks that it
+ * is a quantum-aligned user-space address (fl_plausible), the walks that hand objects on
+ * check that it is a region of a live slab of the list's class (freelist_valid). */
 #ifndef TIDE_FREELIST_H
 #define TIDE_FREELIST_H
 
@@ -33,13 +33,18 @@ TIDE_INLINE bool fl_marked(void *const *obj) { return ((uintptr_t)obj[1] | 2) ==
 /* Draw the secret and the key (at start-up, before any list exists). */
 void freelist_init(void);
 
+/* The word's own address, scrambled (odd multiplier: a bijection; one instruction where
+ * glibc's >> 12 takes a copy and a shift), so that a link read in one place says nothing
+ * of the secret and a word copied to another place decodes to garbage. */
+#define FL_MIX 0x5bd1e995u
+TIDE_INLINE uintptr_t fl_mix_(const void *slot) { return (uintptr_t)slot * FL_MIX; }
 TIDE_INLINE void *fl_next(void *const *obj)
 {
-    return (void *)((uintptr_t)obj[0] ^ ((uintptr_t)obj >> 12) ^ freelist_secret);
+    return (void *)((uintptr_t)obj[0] ^ fl_mix_(obj) ^ freelist_secret);
 }
 TIDE_INLINE void fl_set_next(void **obj, const void *next)
 {
-    obj[0] = (void *)((uintptr_t)next ^ ((uintptr_t)obj >> 12) ^ freelist_secret);
+    obj[0] = (void *)((uintptr_t)next ^ fl_mix_(obj) ^ freelist_secret);
 }
 /* The test the fast path can afford: a user-space address (bits 47-63 clear) aligned to
  * the quantum.  What a forged word decodes to passes it about once in 2^20 (the secret's
