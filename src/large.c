@@ -189,6 +189,10 @@ void *large_alloc(size_t size, size_t align, bool zero)
         return NULL;
     if (zero && !e->zeroed)
         memset((void *)e->addr, 0, size);
+    else if (!e->zeroed)
+        /* The pages may have been a slab's: the mark of a region never handed out, left
+         * in them, must not reach a small block through a realloc's copy. */
+        ((void **)e->addr)[1] = NULL;
     return (void *)e->addr;
 }
 

@@ -221,9 +221,8 @@ void *tcache_alloc_slow(unsigned cls)
 void tcache_check_not_freed(void *p, unsigned cls, const char *func)
 {
     /* Only a small region malloc never returned holds the fresh mark (every way out of
-     * the allocator clears the second word; a large block's pages may keep a mark from
-     * when they were a slab): wherever it is (a slab, this or another thread's cache), the
-     * program did not get this pointer from malloc. */
+     * the allocator clears the second word, a large block's too): wherever it is (a slab,
+     * this or another thread's cache), the program did not get this pointer from malloc. */
     if (cls < SC_NSMALL && ((void **)p)[1] == (void *)FREELIST_FRESH)
         report_invalid_pointer(func, p);
     tcache_t *tc = &tcache_tls;
