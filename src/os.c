@@ -595,3 +595,122 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
     os_sys_close(fd);
     return count;
 }
+
+/* ---- files, for the heap profiler's dumps ---------------------------------------- */
+
+int os_file_create(const char *path, int *fd)
+{
+    OS_KEEP_ERRNO;
+    int r = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (r < 0)
+        return errno;
+    *fd = r;
+    return 0;
+}
+
+int os_file_write(int fd, const void *buf, size_t n)
+{
+    OS_KEEP_ERRNO;
+    const char *s = buf;
+    while (n > 0) {
+        long w = os_sys_write(fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno;
+        if (w == 0)
+            return EIO;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int os_file_close(int fd)
+{
+    OS_KEEP_ERRNO;
+    /* Linux closes the descriptor whatever close returns: never retried. */
+    return syscall(SYS_close, fd) == 0 || errno == EINTR ? 0 : errno;
+}
+
+int os_copy_maps(int fd)
+{
+    OS_KEEP_ERRNO;
+    int in = os_sys_open("/proc/self/maps");
+    if (in < 0)
+        return errno;
+    char buf[4096];
+    int err = 0;
+    for (;;) {
+        long r = os_sys_read(in, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            err = errno;
+        if (r <= 0 || (err = os_file_write(fd, buf, (size_t)r)) != 0)
+            break;
+    }
+    os_sys_close(in);
+    return err;
+}
+
+int os_vma_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    OS_KEEP_ERRNO;
+    int fd = os_sys_open("/proc/self/maps");
+    if (fd < 0)
+        return errno;
+    /* Lines longer than the buffer (long paths) are cut: only their start matters. */
+    char buf[4096];
+    size_t have = 0;
+    bool in_tail = false, found = false;
+    for (;;) {
+        long r = os_sys_read(fd, buf + have, sizeof buf - 1 - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+        size_t i = 0;
+        for (char *nl; !found && (nl = memchr(buf + i, '\n', have - i)) != NULL; i = (size_t)(nl - buf) + 1) {
+            if (!in_tail) {
+                const char *s = buf + i;
+                uintptr_t a = os_parse_hex(&s);
+                s++;
+                uintptr_t b = os_parse_hex(&s);
+                if (addr >= a && addr < b) {
+                    *lo = a;
+                    *hi = b;
+                    found = true;
+                }
+            }
+            in_tail = false;
+        }
+        if (found)
+            break;
+        if (i == 0 && have == sizeof buf - 1) { /* no newline in a full buffer */
+            const char *s = buf;
+            uintptr_t a = os_parse_hex(&s);
+            s++;
+            uintptr_t b = os_parse_hex(&s);
+            if (addr >= a && addr < b) {
+                *lo = a;
+                *hi = b;
+                found = true;
+                break;
+            }
+            in_tail = true;
+            i = have;
+        }
+        memmove(buf, buf + i, have - i);
+        have -= i;
+    }
+    os_sys_close(fd);
+    return found ? 0 : ENOENT;
+}
+
+long os_getpid(void)
+{
+    OS_KEEP_ERRNO;
+    return syscall(SYS_getpid);
+}

@@ -115,6 +115,17 @@ size_t os_resident(uintptr_t addr, size_t size);
 /* VMAs of /proc/self/maps that overlap [LO, HI); -1 when it cannot be read. */
 long os_count_vmas(uintptr_t lo, uintptr_t hi);
 
+/* Files for the heap profiler's dumps: create (truncate) PATH for writing, mode 0644;
+ * write all of BUF; close. */
+int os_file_create(const char *path, int *fd);
+int os_file_write(int fd, const void *buf, size_t n);
+int os_file_close(int fd);
+/* Append /proc/self/maps to FD. */
+int os_copy_maps(int fd);
+/* The VMA of /proc/self/maps that holds ADDR: [*LO, *HI); ENOENT when none does. */
+int os_vma_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
+long os_getpid(void);
+
 #ifdef TIDE_FAULT_INJECTION
 /* Test hook: make the next COUNT calls of OP after SKIP successful ones fail with ENOMEM. */
 void os_fault_set(os_op_t op, long skip, long count);
