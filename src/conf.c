@@ -23,16 +23,22 @@ conf_t conf = {
     .remap = 1,
     .remap_max = 1,
     .remap_threshold = 1 << 20,
+    .prof = 0,
+    .prof_sample = 512 << 10,
+    .prof_final = 0,
+    .prof_interval = 0,
+    .prof_prefix = "tide",
 };
 
 /* CONF_MODE: an enum whose first two names are off and on, which also takes the words
  * of a boolean (the key was a boolean before it had more values). */
-typedef enum { CONF_BOOL, CONF_ENUM, CONF_MODE, CONF_INT, CONF_SIZE } conf_type_t;
+/* CONF_STRING: text of fewer than CONF_PREFIX_MAX bytes (no comma), in STR. */
+typedef enum { CONF_BOOL, CONF_ENUM, CONF_MODE, CONF_INT, CONF_SIZE, CONF_STRING } conf_type_t;
 
 typedef struct conf_key_s {
     const char *name;
     conf_type_t type;
-    long *value;
+    void *value;              /* a long; CONF_STRING: char[CONF_PREFIX_MAX] */
     long min, max;
     const char *const *names; /* CONF_ENUM, CONF_MODE: value i is names[i] */
     bool runtime;             /* settable with tide_conf_set() */
@@ -67,6 +73,20 @@ static const conf_key_t conf_keys[] = {
       "moved blocks that may be live at once: tide's range stays within 1 + 2 x remap_max VMAs" },
     { "remap_threshold", CONF_SIZE, &conf.remap_threshold, 64 << 10, (long)1 << 40, NULL, true, "1m",
       "smallest block whose realloc may move pages with mremap (bytes; k, m, g suffixes)" },
+    { "prof", CONF_BOOL, &conf.prof, 0, 1, NULL, false, "off",
+      "the sampling heap profiler: records the call stacks of sampled allocations, for "
+      "tide_prof_dump(), prof_final and prof_interval (read the dumps with google-pprof or jeprof)" },
+    { "prof_sample", CONF_SIZE, &conf.prof_sample, 1, (long)1 << 40, NULL, false, "512k",
+      "with prof:on, the mean bytes allocated between two samples (exponential intervals, drawn per "
+      "thread; bytes, k, m, g suffixes)" },
+    { "prof_final", CONF_BOOL, &conf.prof_final, 0, 1, NULL, false, "off",
+      "with prof:on, dump the heap profile at exit, to PREFIX.PID.SEQ.f.heap" },
+    { "prof_interval", CONF_SIZE, &conf.prof_interval, 0, (long)1 << 50, NULL, false, "0",
+      "with prof:on, dump a profile to PREFIX.PID.SEQ.iN.heap each time the sampled live heap grows "
+      "by this many bytes past its size at the last such dump; 0 = never (bytes, k, m, g suffixes)" },
+    { "prof_prefix", CONF_STRING, conf.prof_prefix, 0, 0, NULL, false, "tide",
+      "where dumps go: PREFIX.PID.SEQ.KIND.heap (KIND f at exit, iN by prof_interval, mN by "
+      "tide_prof_dump(NULL)); a path, relative to the working directory or absolute" },
 };
 
 static void conf_warn(const char *what, const char *key, size_t keylen, const char *val, size_t vallen,
@@ -139,6 +159,9 @@ static void accepted_text(const conf_key_t *k, char *buf, size_t cap)
     case CONF_BOOL:
         strcpy(buf, "on, off, true, false, 1, 0");
         return;
+    case CONF_STRING:
+        strcpy(buf, "text without a comma, shorter than 256 bytes");
+        return;
     case CONF_ENUM:
     case CONF_MODE:
         buf[0] = '\0';
@@ -173,7 +196,7 @@ int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, boo
 {
     const conf_key_t *k = conf_find(key, keylen);
     if (!k) {
-        char keys[256] = "keys:";
+        char keys[512] = "keys:";
         for (size_t i = 0; i < ARRAY_SIZE(conf_keys); i++) {
             strcat(keys, i ? ", " : " ");
             strcat(keys, conf_keys[i].name);
@@ -204,6 +227,12 @@ int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, boo
     case CONF_SIZE:
         ok = parse_long(val, vallen, &v, k->type == CONF_SIZE) && v >= k->min && v <= k->max;
         break;
+    case CONF_STRING:
+        if (vallen == 0 || vallen >= CONF_PREFIX_MAX || memchr(val, '\0', vallen))
+            break;
+        memcpy(k->value, val, vallen);
+        ((char *)k->value)[vallen] = '\0';
+        return 0;
     }
     if (!ok) {
         char acc[128];
@@ -211,7 +240,7 @@ int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, boo
         conf_warn("bad value", k->name, strlen(k->name), val, vallen, acc, at_start);
         return EINVAL;
     }
-    ATOMIC_STORE(k->value, v);
+    ATOMIC_STORE((long *)k->value, v);
     return 0;
 }
 
@@ -260,10 +289,13 @@ int conf_get(const char *key, char *buf, size_t len)
     const conf_key_t *k = conf_find(key, strlen(key));
     if (!k || len == 0)
         return EINVAL;
-    long v = ATOMIC_LOAD(k->value);
+    long v = k->type == CONF_STRING ? 0 : ATOMIC_LOAD((long *)k->value);
     char tmp[32];
     const char *s;
     switch (k->type) {
+    case CONF_STRING:
+        s = k->value;
+        break;
     case CONF_BOOL:
         s = v ? "on" : "off";
         break;

@@ -18,6 +18,8 @@ typedef enum {
     BACKGROUND_AUTO = 2 /* only once the process has a second thread */
 } background_mode_t;
 
+#define CONF_PREFIX_MAX 256
+
 typedef struct conf_s {
     long purge;            /* purge_policy_t */
     long decay_ms;         /* -1: never; 0: at once */
@@ -29,6 +31,11 @@ typedef struct conf_s {
     long remap;            /* mremap path for large realloc */
     long remap_max;        /* live moved blocks at most (each costs 2 VMAs until healed) */
     long remap_threshold;  /* bytes: reallocs of blocks at least this big may move pages */
+    long prof;             /* the sampling heap profiler */
+    long prof_sample;      /* bytes: mean interval between samples */
+    long prof_final;       /* dump a profile at exit */
+    long prof_interval;    /* bytes: dump each time the sampled live heap grows this much; 0 never */
+    char prof_prefix[CONF_PREFIX_MAX]; /* dumps go to PREFIX.PID.SEQ.KIND.heap */
 } conf_t;
 
 extern conf_t conf;
