@@ -49,6 +49,13 @@ int tide_conf_get(const char *key, char *buf, size_t len);
  * (purge:none is treated as dontneed here). Returns the number of bytes purged. */
 size_t tide_purge(void);
 
+/* ---- the heap profiler (TIDE_CONF=prof:on) ---- */
+/* Write a heap profile of the live heap as sampled (the legacy text format gperftools
+ * and jemalloc write: read it with `google-pprof --text PROGRAM FILE` or `jeprof`) to
+ * PATH, or, when PATH is NULL, to PREFIX.PID.SEQ.mN.heap (prof_prefix).  Returns 0, or -1
+ * with errno ENOENT (the profiler is off) or the error of creating or writing the file. */
+int tide_prof_dump(const char *path);
+
 /* ---- statistics ---- */
 /* Counters of the whole process. Bytes unless a name says otherwise. They reconcile:
  *   active + dirty + lazy + clean + metadata == mapped
@@ -91,6 +98,12 @@ typedef struct tide_stats_s {
     uint64_t named;           /* 1: tide's mappings are named, "[anon:tide]" in /proc/PID/maps;
                                  0: the kernel cannot name them (before 5.17, or built
                                  without CONFIG_ANON_VMA_NAME) */
+    uint64_t prof_samples;    /* allocations the heap profiler sampled (prof:on) */
+    uint64_t prof_live_samples; /* ... of which still live */
+    uint64_t prof_stacks;     /* distinct call stacks it recorded */
+    uint64_t prof_frame_walks; /* stacks taken by following frame pointers */
+    uint64_t prof_backtraces; /* stacks taken with glibc's backtrace() */
+    uint64_t prof_dumps;      /* profiles written */
 } tide_stats_t;
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */

@@ -9,6 +9,7 @@
 #include "conf.h"
 #include "init.h"
 #include "os.h"
+#include "prof.h"
 #include "region.h"
 #include "stats.h"
 #include "tcache.h"
@@ -72,6 +73,16 @@ TIDE_EXPORT size_t tide_ranges(uintptr_t (*out)[2], size_t max)
         out[i][1] = ATOMIC_LOAD(&region.ranges[i].end);
     }
     return n;
+}
+
+TIDE_EXPORT int tide_prof_dump(const char *path)
+{
+    int err = init_ensure() ? prof_dump(path) : ENOENT;
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
 }
 
 TIDE_EXPORT int tide_check(void) { return init_ensure() && check_heap() != 0 ? -1 : 0; }

@@ -52,6 +52,7 @@ typedef struct extent_s {
     size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
     uint8_t moved_pieces; /* ... how many such VMAs */
     uint8_t freed;        /* free: EXTENT_FREED_* (first pages of freed large blocks) */
+    uint32_t prof;     /* large: a block the heap profiler sampled: its record (prof.c), else 0 */
     uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
 } extent_t;
 

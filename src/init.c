@@ -14,6 +14,7 @@
 #include "lock.h"
 #include "meta.h"
 #include "os.h"
+#include "prof.h"
 #include "purge.h"
 #include "region.h"
 #include "stats.h"
@@ -67,6 +68,7 @@ TIDE_NOINLINE bool init_boot(void)
     /* These may allocate: the heap is ready for them. */
     tcache_boot();
     pthread_atfork(tide_prefork, tide_postfork_parent, tide_postfork_child);
+    prof_boot();
     return true;
 }
 
@@ -74,7 +76,10 @@ __attribute__((constructor)) static void tide_constructor(void) { init_ensure();
 
 __attribute__((destructor)) static void tide_destructor(void)
 {
-    if (ATOMIC_LOAD(&init_ready) && ATOMIC_LOAD(&conf.stats))
+    if (!ATOMIC_LOAD(&init_ready))
+        return;
+    prof_exit();
+    if (ATOMIC_LOAD(&conf.stats))
         stats_print(0);
 }
 
@@ -114,6 +119,7 @@ static void tide_prefork(void)
     background_prefork();
     transfer_lock_all();
     arenas_lock_all();
+    prof_prefork();
     lock_acquire(&pageheap.lock);
     meta_prefork();
 }
@@ -131,6 +137,7 @@ static void tide_postfork_parent(void)
         return;
     meta_postfork_parent();
     lock_release(&pageheap.lock);
+    prof_postfork_parent();
     arenas_unlock_all();
     transfer_unlock_all();
     background_postfork_parent();
@@ -153,6 +160,7 @@ static void tide_postfork_child(void)
     purge_postfork_child();
     meta_postfork_child();
     lock_init(&pageheap.lock);
+    prof_postfork_child();
     arenas_reinit_locks();
     transfer_reinit_locks();
     lock_init(&tide_init_lock);

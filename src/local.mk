@@ -15,6 +15,7 @@ src_libtide_la_SOURCES = \
 	src/transfer.h src/transfer.c \
 	src/background.h src/background.c \
 	src/large.h src/large.c \
+	src/prof.h src/prof.c \
 	src/conf.h src/conf.c \
 	src/stats.h src/stats.c \
 	src/report.h src/report.c \

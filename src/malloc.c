@@ -3,18 +3,26 @@
  * The fast paths are here, inline: a small malloc is a table lookup and a pop from the
  * thread's cache; a free is a page-map read (arithmetic on the range) and a push.
  * Everything else goes to a noinline slow path.  Each function is exported under its
- * glibc name and, as an alias, under its tide_ name. */
+ * glibc name and, as an alias, under its tide_ name.
+ *
+ * The heap profiler (prof.h) needs the program's call into tide: every function that may
+ * sample takes the frame record of the entry point, which is either the entry point
+ * itself or a noinline function it tail-calls (ENTRY_FRAME() there gives that function
+ * a frame pointer, and its frame record holds the caller's frame pointer and return
+ * address).  The fast paths stay without a frame. */
 #include <errno.h>
 #include <malloc.h>
 #include <string.h>
 
 #include "tide.h"
 
+#include "conf.h"
 #include "extent.h"
 #include "freelist.h"
 #include "init.h"
 #include "large.h"
 #include "pagemap.h"
+#include "prof.h"
 #include "region.h"
 #include "report.h"
 #include "size_class.h"
@@ -49,7 +57,7 @@ static void block_lookup(void *p, const char *func, block_t *b)
     if (pm_is_large_edge(entry) && e->addr == a && e->state == EXTENT_LARGE) {
         b->cls = pm_class(entry);
         b->ext = e;
-        b->usable = extent_size(e);
+        b->usable = unlikely(e->prof) ? prof_usable(e) : extent_size(e);
         return;
     }
     if (pm_is_free_edge(entry) && e->addr == a)
@@ -63,48 +71,139 @@ static void block_lookup(void *p, const char *func, block_t *b)
 
 static void block_free(void *p, const block_t *b)
 {
-    /* A moved block (shrunk into a cached class) must be healed, not cached. */
-    if (b->cls != EXTENT_NO_CLASS && !(b->ext->state == EXTENT_LARGE && b->ext->moved_pieces))
+    extent_t *e = b->ext;
+    /* A moved block (shrunk into a cached class) must be healed, not cached; a sampled
+     * one goes back to the page heap, not to a cache, once the profiler has seen it go. */
+    if (b->cls != EXTENT_NO_CLASS && !(e->state == EXTENT_LARGE && (e->moved_pieces || e->prof))) {
         tcache_free_slow(p, b->cls);
-    else
-        large_free(b->ext);
+        return;
+    }
+    if (unlikely(e->prof))
+        prof_free(e);
+    large_free(e);
 }
 
 /* ---- allocation ---------------------------------------------------------------------- */
 
-static TIDE_NOINLINE void *malloc_slow(size_t size)
+#define ENTRY_FRAME() __builtin_frame_address(0)
+/* The value of EXPR, computed with the frame ENTRY_FRAME() gave alive: no tail call may
+ * pop that frame before a sample has read it (the empty asm comes after the call). */
+#define FRAMED(expr)                                                                               \
+    __extension__({                                                                                \
+        __typeof__(expr) framed_ = (expr);                                                         \
+        __asm__ volatile("" ::: "memory");                                                         \
+        framed_;                                                                                   \
+    })
+
+/* A sampled allocation of SIZE requested bytes that the program sees as USABLE bytes: a
+ * large block of its own (aligned to ALIGN, zeroed when ZERO), recorded with the stack of
+ * the call whose frame record is FRAME. */
+static void *alloc_sampled(size_t size, size_t usable, size_t align, bool zero, void *frame)
+{
+    prof_bt_t bt;
+    prof_backtrace(&bt, frame);
+    void *p = large_alloc(usable, MAX(align, PAGE), zero);
+    if (p)
+        prof_record(extent_of_block((uintptr_t)p), &bt, size, usable <= SC_CACHED_MAX ? usable : 0);
+    return p;
+}
+
+/* Whether to sample an allocation of SIZE bytes; COUNTED: the fast path has counted it
+ * (and the countdown is below zero when it is due). */
+static inline bool alloc_sample(size_t size, bool counted)
+{
+    if (counted)
+        return unlikely(tcache_tls.prof_left < 0) && prof_fire();
+    return size <= TIDE_MAX_BLOCK && prof_count(size);
+}
+
+/* SIZE bytes after the fast path (cache_pop) failed or was not tried. */
+static void *malloc_any(size_t size, bool zero, void *frame)
 {
     void *p = NULL;
     if (likely(init_ensure())) {
-        if (size <= SC_CACHED_MAX)
+        /* cache_pop counted every request it can serve, whether it served it or not. */
+        if (unlikely(alloc_sample(size, size <= SC_LOOKUP_MAX))) {
+            p = alloc_sampled(size, sc_usable(size), PAGE, zero, frame);
+        } else if (size <= SC_CACHED_MAX) {
             p = tcache_alloc_slow(sc_class_of(size));
-        else
-            p = large_alloc(size, PAGE, false);
+            if (p && zero)
+                memset(p, 0, size);
+        } else {
+            p = large_alloc(size, PAGE, zero);
+        }
     }
     if (unlikely(!p))
         errno = ENOMEM;
     return p;
 }
 
+static TIDE_NOINLINE void *malloc_slow(size_t size) { return FRAMED(malloc_any(size, false, ENTRY_FRAME())); }
+
+/* The fast path for SIZE <= SC_LOOKUP_MAX: count it against the profiler's countdown
+ * and pop the head of the thread's list for its class.  NULL when the countdown drops
+ * below zero or the list is empty (the slow path looks at the countdown again).  The
+ * countdown comes first, on its own, so that it compiles to a subtraction from memory
+ * and a jump on its sign: all that the profiler costs here. */
+TIDE_INLINE void *cache_pop(size_t size)
+{
+    unsigned cls = sc_lookup[(size + 15) >> 4];
+    tcache_t *tc = &tcache_tls;
+    int64_t left = tc->prof_left - (int64_t)size;
+    tc->prof_left = left;
+    if (unlikely(left < 0))
+        return NULL;
+    void **p = tc->head[cls];
+    if (likely(p != NULL)) {
+        void *next = fl_next(p);
+        /* (A loop onto itself: P freed twice, its key cleared between by a use after
+         * free.) */
+        if (unlikely(!fl_plausible(next) || next == p))
+            freelist_corrupt_after(p, next);
+        tc->head[cls] = next;
+        p[1] = NULL;
+        tc->avail[cls]++;
+        return p;
+    }
+    return NULL;
+}
+
+/* P, non-NULL, is the value to return: with the countdown's base in a register, GCC
+ * gave that base %rax and moved P there before the ret, one instruction per malloc more
+ * than the profiler's subtraction and jump.  Asking for P in %rax from the pop on avoids
+ * that. */
+#ifdef __x86_64__
+#define IN_RETURN_REG(p)                                                                           \
+    do {                                                                                           \
+        __asm__("" : "+a"(p));                                                                     \
+        if ((p) == NULL)                                                                           \
+            __builtin_unreachable();                                                               \
+    } while (0)
+#else
+#define IN_RETURN_REG(p) ((void)0)
+#endif
+
 TIDE_EXPORT void *tide_malloc(size_t size)
 {
     if (likely(size <= SC_LOOKUP_MAX)) {
-        unsigned cls = sc_lookup[(size + 15) >> 4];
-        tcache_t *tc = &tcache_tls;
-        void **p = tc->head[cls];
+        void *p = cache_pop(size);
         if (likely(p != NULL)) {
-            void *next = fl_next(p);
-            /* (A loop onto itself: P freed twice, its key cleared between by a use after
-             * free.) */
-            if (unlikely(!fl_plausible(next) || next == p))
-                freelist_corrupt_after(p, next);
-            tc->head[cls] = next;
-            p[1] = NULL;
-            tc->avail[cls]++;
+            IN_RETURN_REG(p);
             return p;
         }
     }
     return malloc_slow(size);
+}
+
+/* malloc inside another entry point, whose frame record is FRAME. */
+static void *malloc_framed(size_t size, void *frame)
+{
+    if (likely(size <= SC_LOOKUP_MAX)) {
+        void *p = cache_pop(size);
+        if (likely(p != NULL))
+            return p;
+    }
+    return malloc_any(size, false, frame);
 }
 
 /* ---- free ----------------------------------------------------------------------------- */
@@ -145,6 +244,8 @@ TIDE_EXPORT void tide_free(void *p)
 
 /* ---- the rest of the family ----------------------------------------------------------- */
 
+static TIDE_NOINLINE void *calloc_slow(size_t total) { return FRAMED(malloc_any(total, true, ENTRY_FRAME())); }
+
 TIDE_EXPORT void *tide_calloc(size_t nmemb, size_t size)
 {
     size_t total;
@@ -152,16 +253,12 @@ TIDE_EXPORT void *tide_calloc(size_t nmemb, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (total <= SC_CACHED_MAX) {
-        void *p = tide_malloc(total);
-        if (p)
-            memset(p, 0, total);
-        return p;
+    if (likely(total <= SC_LOOKUP_MAX)) {
+        void *p = cache_pop(total);
+        if (likely(p != NULL))
+            return memset(p, 0, total);
     }
-    void *p = init_ensure() ? large_alloc(total, PAGE, true) : NULL;
-    if (!p)
-        errno = ENOMEM;
-    return p;
+    return calloc_slow(total);
 }
 
 /* The usable size an aligned request gets, and its class (or EXTENT_NO_CLASS). */
@@ -183,15 +280,17 @@ static size_t aligned_usable(size_t align, size_t size, unsigned *cls)
     return MAX(ALIGN_UP(size, PAGE), PAGE);
 }
 
-static void *aligned_alloc_impl(size_t align, size_t size)
+static void *aligned_alloc_impl(size_t align, size_t size, void *frame)
 {
     if (align <= QUANTUM)
-        return tide_malloc(size);
+        return malloc_framed(size, frame);
     void *p = NULL;
     if (init_ensure()) {
         unsigned cls;
         size_t usable = aligned_usable(align, size, &cls);
-        if (usable && cls != EXTENT_NO_CLASS)
+        if (usable && unlikely(alloc_sample(size, false)))
+            p = alloc_sampled(size, usable, align, false, frame);
+        else if (usable && cls != EXTENT_NO_CLASS)
             p = tcache_alloc_slow(cls);
         else if (usable)
             p = large_alloc(usable, MAX(align, PAGE), false);
@@ -201,7 +300,7 @@ static void *aligned_alloc_impl(size_t align, size_t size)
     return p;
 }
 
-TIDE_EXPORT void *tide_memalign(size_t align, size_t size)
+static void *memalign_impl(size_t align, size_t size, void *frame)
 {
     /* glibc: a non-power-of-two alignment is rounded up; beyond half the address
      * space it is EINVAL. */
@@ -211,23 +310,31 @@ TIDE_EXPORT void *tide_memalign(size_t align, size_t size)
     }
     if (!IS_POW2(align))
         align = align ? (size_t)1 << (lg_floor(align) + 1) : 1;
-    return aligned_alloc_impl(align, size);
+    return aligned_alloc_impl(align, size, frame);
 }
 
-TIDE_EXPORT void *tide_aligned_alloc(size_t align, size_t size) { return tide_memalign(align, size); }
+TIDE_EXPORT void *tide_memalign(size_t align, size_t size)
+{
+    return FRAMED(memalign_impl(align, size, ENTRY_FRAME()));
+}
+
+TIDE_EXPORT void *tide_aligned_alloc(size_t align, size_t size)
+{
+    return FRAMED(memalign_impl(align, size, ENTRY_FRAME()));
+}
 
 TIDE_EXPORT int tide_posix_memalign(void **memptr, size_t align, size_t size)
 {
     if (!IS_POW2(align) || align % sizeof(void *) != 0)
         return EINVAL; /* errno untouched, as glibc's */
-    void *p = aligned_alloc_impl(align, size); /* ENOMEM in errno too, as glibc's */
+    void *p = FRAMED(aligned_alloc_impl(align, size, ENTRY_FRAME())); /* ENOMEM in errno too, as glibc's */
     if (!p)
         return ENOMEM;
     *memptr = p;
     return 0;
 }
 
-TIDE_EXPORT void *tide_valloc(size_t size) { return aligned_alloc_impl(PAGE, size); }
+TIDE_EXPORT void *tide_valloc(size_t size) { return FRAMED(aligned_alloc_impl(PAGE, size, ENTRY_FRAME())); }
 
 TIDE_EXPORT void *tide_pvalloc(size_t size)
 {
@@ -235,12 +342,12 @@ TIDE_EXPORT void *tide_pvalloc(size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return aligned_alloc_impl(PAGE, MAX(ALIGN_UP(size, PAGE), PAGE));
+    return FRAMED(aligned_alloc_impl(PAGE, MAX(ALIGN_UP(size, PAGE), PAGE), ENTRY_FRAME()));
 }
 
-static void *realloc_move(void *p, size_t old_usable, size_t size, const block_t *b)
+static void *realloc_move(void *p, size_t old_usable, size_t size, const block_t *b, void *frame)
 {
-    void *q = tide_malloc(size);
+    void *q = malloc_framed(size, frame);
     if (!q)
         return NULL;
     memcpy(q, p, MIN(old_usable, size));
@@ -248,10 +355,10 @@ static void *realloc_move(void *p, size_t old_usable, size_t size, const block_t
     return q;
 }
 
-TIDE_EXPORT void *tide_realloc(void *p, size_t size)
+static void *realloc_impl(void *p, size_t size, void *frame)
 {
     if (!p)
-        return tide_malloc(size);
+        return malloc_framed(size, frame);
     if (size == 0) {
         tide_free(p);
         return NULL;
@@ -267,17 +374,25 @@ TIDE_EXPORT void *tide_realloc(void *p, size_t size)
         return NULL;
     }
     if (usable == b.usable)
-        return p;
+        return p; /* (a sampled block keeps its record as it was) */
     if (b.ext->state == EXTENT_LARGE && usable >= sc_size[SC_NSMALL]) {
-        /* Page runs both: in place, else by moving pages, else by a copy to a roomy place. */
+        /* Page runs both: in place, else by moving pages, else by a copy to a roomy place.
+         * (The sampled block's record follows it.) */
+        uint32_t rec = prof_detach(b.ext);
         void *q = large_realloc(b.ext, usable);
-        if (q)
+        if (q) {
+            if (unlikely(rec || ATOMIC_LOAD(&conf.prof)))
+                prof_resized(rec, extent_of_block((uintptr_t)q), b.usable, size, frame);
             return q;
+        }
+        prof_reattach(rec, b.ext);
     } else if (b.ext->state == EXTENT_SLAB && size < b.usable && size > b.usable / 2) {
         return p; /* a small shrink: not worth a copy */
     }
-    return realloc_move(p, b.usable, size, &b);
+    return realloc_move(p, b.usable, size, &b, frame);
 }
+
+TIDE_EXPORT void *tide_realloc(void *p, size_t size) { return FRAMED(realloc_impl(p, size, ENTRY_FRAME())); }
 
 TIDE_EXPORT void *tide_reallocarray(void *p, size_t nmemb, size_t size)
 {
@@ -286,7 +401,7 @@ TIDE_EXPORT void *tide_reallocarray(void *p, size_t nmemb, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return tide_realloc(p, total);
+    return FRAMED(realloc_impl(p, total, ENTRY_FRAME()));
 }
 
 TIDE_EXPORT size_t tide_malloc_usable_size(void *p)

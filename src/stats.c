@@ -8,6 +8,7 @@
 #include "arena.h"
 #include "extent.h"
 #include "os.h"
+#include "prof.h"
 #include "purge.h"
 #include "region.h"
 #include "large.h"
@@ -62,6 +63,14 @@ void stats_collect(tide_stats_t *s, bool expensive)
     tcache_stats(&ts);
     s->nthreads = ts.nthreads;
     s->named = os_named();
+    prof_stats_t pf;
+    prof_stats(&pf);
+    s->prof_samples = pf.samples;
+    s->prof_live_samples = pf.live_samples;
+    s->prof_stacks = pf.stacks;
+    s->prof_frame_walks = pf.frame_walks;
+    s->prof_backtraces = pf.backtraces;
+    s->prof_dumps = pf.dumps;
     if (expensive) {
         s->resident = region_resident();
         long v = region_vmas();
@@ -80,7 +89,8 @@ void stats_collect(tide_stats_t *s, bool expensive)
     X(lazyfree_est) X(nranges) X(vmas) X(nmalloc_large) X(nfree_large) X(nslabs)               \
     X(process_madvise_calls) X(process_madvise_bytes) X(purges) X(purged_bytes) X(grows)       \
     X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
-    X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas) X(named)
+    X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas) X(named) X(prof_samples) X(prof_live_samples)   \
+    X(prof_stacks) X(prof_frame_walks) X(prof_backtraces) X(prof_dumps)
 
 void stats_print(int json)
 {

@@ -31,6 +31,10 @@ typedef struct tcache_s {
     void *head[SC_NCACHED];
     uint16_t avail[SC_NCACHED]; /* room left (cap - count); 0 also while not ACTIVE */
     uint16_t cap[SC_NCACHED];   /* capacity: grows each time the class runs dry */
+    /* Bytes this thread may still ask for before the heap profiler samples an allocation
+     * (prof.h): the malloc fast path subtracts each request, and goes to the slow path
+     * when it drops below zero.  With the profiler off it is reset to INT64_MAX there. */
+    int64_t prof_left;
     uint16_t arena;
     uint8_t state;
 } tcache_t;

@@ -1,0 +1,608 @@
+/* prof.c - the sampling heap profiler: the countdown, call stacks, records, dumps.
+ *
+ * State: a table of distinct call stacks (hashed, chained, never freed), each with the
+ * weighted live and cumulative counts of its samples; a table of records, one per live
+ * sampled block (its stack, sizes and weight), indexed by the number its extent
+ * carries.  Both are carved under prof_lock from the metadata range (meta.h), apart
+ * from the heap.  Weights are fixed-point integers (counts in 1/1024ths), so that a free
+ * takes back exactly what its sample added.  prof_lock is taken with no other lock of
+ * tide's held (meta's may be taken inside it); a dump holds it from the header to the
+ * last stack and reads /proc/self/maps after, and touches no other lock, so it cannot
+ * deadlock with an allocation, and a fork waits for it (init.c takes prof_lock before
+ * the page heap's). */
+#include "prof.h"
+
+#include <errno.h>
+#include <execinfo.h>
+#include <string.h>
+
+#include "conf.h"
+#include "lock.h"
+#include "meta.h"
+#include "os.h"
+#include "report.h"
+
+#define PROF_BUCKETS (1u << 14)
+#define PROF_REC_CHUNK_LG 12
+#define PROF_REC_CHUNK (1u << PROF_REC_CHUNK_LG) /* records per chunk */
+#define PROF_REC_CHUNKS 1024u                    /* at most 4 M live samples */
+#define PROF_STACK_CHUNK (64 * KiB)
+#define PROF_FX 1024u /* fixed-point unit of the weighted counts */
+/* A chain of frame pointers this long is taken as real; a shorter one that breaks
+ * (frames without frame pointers) goes to backtrace(). */
+#define PROF_MIN_WALK 3
+
+typedef struct prof_stack_s {
+    struct prof_stack_s *next; /* in its bucket */
+    uint64_t hash;
+    uint64_t live_count, live_bytes;   /* weighted; counts in 1/PROF_FX */
+    uint64_t alloc_count, alloc_bytes; /* the same, cumulative */
+    unsigned depth;
+    uintptr_t pc[];
+} prof_stack_t;
+
+typedef struct prof_rec_s {
+    prof_stack_t *stack;
+    uint64_t size;    /* requested bytes */
+    uint64_t usable;  /* what the program sees, 0: the extent's size */
+    uint64_t count;   /* its weights, as added to its stack */
+    uint64_t bytes;
+    double p;         /* the probability it was sampled with */
+    uint32_t next_free;
+} prof_rec_t;
+
+static lock_t prof_lock;
+static int prof_ready; /* atomic: booted, sampling may start */
+static double prof_rate;
+static prof_stack_t **prof_buckets;
+static uintptr_t prof_stack_cur, prof_stack_end;
+static prof_rec_t *prof_recs[PROF_REC_CHUNKS]; /* published with release */
+static uint32_t prof_rec_next = 1;              /* index 0 means "no record" */
+static uint32_t prof_rec_free;
+static uint64_t prof_live_count, prof_live_bytes, prof_alloc_count, prof_alloc_bytes;
+static uint64_t prof_interval_mark; /* live bytes at the last interval dump */
+static uint64_t prof_nsamples, prof_nlive, prof_nstacks, prof_ndropped; /* under the lock */
+static uint64_t prof_nwalks, prof_nbacktraces, prof_ndumps;             /* atomic */
+static uint64_t prof_seq, prof_seq_kind[3];                             /* atomic */
+
+typedef struct prof_tls_s {
+    uint64_t rng;
+    uintptr_t stack_lo, stack_hi; /* the thread's stack VMA, as last looked up */
+    uint8_t armed;                /* the countdown holds a drawn interval */
+    uint8_t busy;                 /* sampling: allocations made meanwhile are not sampled */
+} prof_tls_t;
+static __thread prof_tls_t prof_tls __attribute__((tls_model("initial-exec")));
+
+/* ---- numbers: libc and pthreads only, so no libm --------------------------------- */
+
+static double prof_ln(double x) /* x > 0, normal */
+{
+    union {
+        double d;
+        uint64_t u;
+    } v = { x };
+    int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+    v.u = (v.u & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+    double m = v.d; /* [1, 2) */
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e++;
+    }
+    /* ln m = 2 atanh(z), |z| <= 0.172: twelve odd terms are exact to a double. */
+    double z = (m - 1) / (m + 1), z2 = z * z, t = z, s = 0;
+    for (int k = 1; k < 25; k += 2) {
+        s += t / k;
+        t *= z2;
+    }
+    return 2 * s + e * 0.6931471805599453;
+}
+
+/* 1 - exp(-x), x >= 0, accurate for tiny x too. */
+static double prof_one_minus_exp_neg(double x)
+{
+    if (x > 40)
+        return 1;
+    if (x < 0.5) {
+        double t = x, s = 0;
+        for (int k = 1; k < 24; k++) {
+            s += t;
+            t *= -x / (k + 1);
+        }
+        return s;
+    }
+    int k = (int)(x / 0.6931471805599453);
+    double r = x - k * 0.6931471805599453, t = 1, s = 0;
+    for (int i = 1; i < 24; i++) {
+        s += t;
+        t *= -r / i;
+    }
+    while (k-- > 0)
+        s *= 0.5;
+    return 1 - s;
+}
+
+static uint64_t prof_random(void)
+{
+    prof_tls_t *t = &prof_tls;
+    if (!t->rng)
+        t->rng = (os_random_seed() ^ ((uintptr_t)t * 0x9E3779B97F4A7C15u)) | 1;
+    t->rng ^= t->rng >> 12;
+    t->rng ^= t->rng << 25;
+    t->rng ^= t->rng >> 27;
+    return t->rng * 0x2545F4914F6CDD1Du;
+}
+
+/* An exponentially distributed interval of mean prof_rate bytes. */
+static int64_t prof_draw(void)
+{
+    double u = (double)((prof_random() >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+    double d = -prof_ln(u) * prof_rate;
+    return d < 1 ? 1 : d > 4e18 ? (int64_t)4e18 : (int64_t)d;
+}
+
+static double prof_probability(size_t size)
+{
+    double p = prof_one_minus_exp_neg((double)size / prof_rate);
+    return p > 1e-300 ? p : 1e-300;
+}
+
+/* ---- the countdown ---------------------------------------------------------------- */
+
+bool prof_fire(void)
+{
+    tcache_t *tc = &tcache_tls;
+    if (!ATOMIC_LOAD(&conf.prof)) {
+        tc->prof_left = INT64_MAX;
+        return false;
+    }
+    if (!ATOMIC_LOAD_ACQ(&prof_ready)) {
+        tc->prof_left = 64 * KiB; /* starting up: look again later */
+        return false;
+    }
+    prof_tls_t *t = &prof_tls;
+    if (!t->armed) {
+        /* A thread's first countdown starts at its first allocation. */
+        t->armed = 1;
+        tc->prof_left += prof_draw();
+        if (tc->prof_left >= 0)
+            return false;
+    }
+    /* The next interval starts after this block (a Poisson process has no memory). */
+    tc->prof_left = prof_draw();
+    return !t->busy;
+}
+
+/* ---- call stacks ------------------------------------------------------------------ */
+
+/* Whether SP lies in the calling thread's stack as known, looking it up if not. */
+static bool prof_stack_known(uintptr_t sp)
+{
+    prof_tls_t *t = &prof_tls;
+    if (sp >= t->stack_lo && sp < t->stack_hi)
+        return true;
+    uintptr_t lo, hi;
+    if (os_vma_of(sp, &lo, &hi) != 0)
+        return false;
+    t->stack_lo = lo;
+    t->stack_hi = hi;
+    return true;
+}
+
+/* Frame pointers from FRAME up: how many return addresses, or 0 when the chain breaks
+ * before PROF_MIN_WALK of them (code without frame pointers). */
+static unsigned prof_walk(prof_bt_t *bt, const uintptr_t *frame)
+{
+    const prof_tls_t *t = &prof_tls;
+    uintptr_t lo = (uintptr_t)frame, hi = t->stack_hi;
+    unsigned n = 0;
+    bt->pc[n++] = frame[1];
+    const uintptr_t *fp = (const uintptr_t *)frame[0], *prev = frame;
+    while (n < PROF_MAX_DEPTH) {
+        uintptr_t a = (uintptr_t)fp;
+        if (a == 0)
+            return n; /* the outermost frame (_start and clone zero it) */
+        /* A frame record lies above the last one, inside the stack, 16-byte aligned as
+         * the ABI's prologue leaves it; its return address is code, not stack. */
+        if (fp <= prev || (a & 15) || a < lo || a > hi - 2 * sizeof(uintptr_t))
+            break;
+        uintptr_t pc = fp[1];
+        if (pc < PAGE || (pc >= lo && pc < hi))
+            break;
+        bt->pc[n++] = pc;
+        prev = fp;
+        fp = (const uintptr_t *)fp[0];
+    }
+    return n >= PROF_MIN_WALK || n == PROF_MAX_DEPTH ? n : 0;
+}
+
+void prof_backtrace(prof_bt_t *bt, void *frame)
+{
+    const uintptr_t *f = frame;
+    prof_tls_t *t = &prof_tls;
+    if (prof_stack_known((uintptr_t)f) && (bt->n = prof_walk(bt, f)) != 0) {
+        ATOMIC_ADD(&prof_nwalks, 1);
+        return;
+    }
+    /* backtrace() starts at this function: cut it at the program's return address. */
+    void *v[PROF_MAX_DEPTH + 16];
+    t->busy = 1; /* it may allocate (it did at start-up) */
+    int k = backtrace(v, (int)ARRAY_SIZE(v));
+    t->busy = 0;
+    int i = 0;
+    while (i < k && (uintptr_t)v[i] != f[1])
+        i++;
+    bt->n = 0;
+    if (i == k) { /* not found: the return address alone is still right */
+        bt->pc[bt->n++] = f[1];
+    } else {
+        for (; i < k && bt->n < PROF_MAX_DEPTH; i++)
+            bt->pc[bt->n++] = (uintptr_t)v[i];
+    }
+    ATOMIC_ADD(&prof_nbacktraces, 1);
+}
+
+static uint64_t prof_hash(const prof_bt_t *bt)
+{
+    uint64_t h = 0xcbf29ce484222325u ^ bt->n;
+    for (unsigned i = 0; i < bt->n; i++) {
+        h ^= bt->pc[i];
+        h *= 0x100000001b3u;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* The stack BT, added when new.  Lock held. */
+static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
+{
+    uint64_t h = prof_hash(bt);
+    prof_stack_t **b = &prof_buckets[h & (PROF_BUCKETS - 1)];
+    for (prof_stack_t *s = *b; s; s = s->next)
+        if (s->hash == h && s->depth == bt->n && memcmp(s->pc, bt->pc, bt->n * sizeof bt->pc[0]) == 0)
+            return s;
+    size_t need = ALIGN_UP(sizeof(prof_stack_t) + bt->n * sizeof bt->pc[0], (size_t)16);
+    if (prof_stack_cur + need > prof_stack_end) {
+        void *chunk = meta_alloc(PROF_STACK_CHUNK);
+        if (!chunk)
+            return NULL;
+        prof_stack_cur = (uintptr_t)chunk;
+        prof_stack_end = prof_stack_cur + PROF_STACK_CHUNK;
+    }
+    prof_stack_t *s = (prof_stack_t *)prof_stack_cur;
+    prof_stack_cur += need;
+    memset(s, 0, sizeof *s);
+    s->hash = h;
+    s->depth = bt->n;
+    memcpy(s->pc, bt->pc, bt->n * sizeof bt->pc[0]);
+    s->next = *b;
+    *b = s;
+    prof_nstacks++;
+    return s;
+}
+
+/* ---- records ---------------------------------------------------------------------- */
+
+static prof_rec_t *prof_rec(uint32_t i)
+{
+    prof_rec_t *chunk = __atomic_load_n(&prof_recs[i >> PROF_REC_CHUNK_LG], __ATOMIC_ACQUIRE);
+    return &chunk[i & (PROF_REC_CHUNK - 1)];
+}
+
+/* A free record's index, or 0.  Lock held. */
+static uint32_t prof_rec_alloc(void)
+{
+    uint32_t i = prof_rec_free;
+    if (i) {
+        prof_rec_free = prof_rec(i)->next_free;
+        return i;
+    }
+    i = prof_rec_next;
+    unsigned c = i >> PROF_REC_CHUNK_LG;
+    if (c >= PROF_REC_CHUNKS)
+        return 0;
+    if (!prof_recs[c]) {
+        prof_rec_t *chunk = meta_alloc(PROF_REC_CHUNK * sizeof(prof_rec_t));
+        if (!chunk)
+            return 0;
+        __atomic_store_n(&prof_recs[c], chunk, __ATOMIC_RELEASE);
+    }
+    prof_rec_next++;
+    return i;
+}
+
+/* R weighs SIZE bytes sampled with probability P: its stack gains that.  Lock held. */
+static void prof_weigh(prof_rec_t *r, size_t size, double p)
+{
+    r->size = size;
+    r->p = p;
+    r->count = (uint64_t)(PROF_FX / p + 0.5);
+    r->bytes = (uint64_t)((double)size / p + 0.5);
+    r->stack->live_count += r->count;
+    r->stack->live_bytes += r->bytes;
+    prof_live_count += r->count;
+    prof_live_bytes += r->bytes;
+}
+
+static void prof_unweigh(prof_rec_t *r)
+{
+    r->stack->live_count -= r->count;
+    r->stack->live_bytes -= r->bytes;
+    prof_live_count -= r->count;
+    prof_live_bytes -= r->bytes;
+}
+
+static int prof_dump_auto(unsigned kind, bool warn);
+
+void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable)
+{
+    bool dump = false;
+    lock_acquire(&prof_lock);
+    prof_stack_t *s = prof_stack_get(bt);
+    uint32_t i = s ? prof_rec_alloc() : 0;
+    if (!i) {
+        prof_ndropped++; /* out of metadata: the block stays, unprofiled */
+        lock_release(&prof_lock);
+        return;
+    }
+    prof_rec_t *r = prof_rec(i);
+    r->stack = s;
+    r->usable = usable;
+    prof_weigh(r, size, prof_probability(size));
+    s->alloc_count += r->count;
+    s->alloc_bytes += r->bytes;
+    prof_alloc_count += r->count;
+    prof_alloc_bytes += r->bytes;
+    prof_nsamples++;
+    prof_nlive++;
+    e->prof = i;
+    uint64_t interval = (uint64_t)ATOMIC_LOAD(&conf.prof_interval);
+    if (interval && prof_live_bytes >= prof_interval_mark + interval) {
+        prof_interval_mark = prof_live_bytes;
+        dump = true;
+    }
+    lock_release(&prof_lock);
+    if (dump)
+        prof_dump_auto(1, true);
+}
+
+void prof_free(extent_t *e)
+{
+    uint32_t i = e->prof;
+    e->prof = 0;
+    lock_acquire(&prof_lock);
+    prof_rec_t *r = prof_rec(i);
+    prof_unweigh(r);
+    r->stack = NULL;
+    r->next_free = prof_rec_free;
+    prof_rec_free = i;
+    prof_nlive--;
+    lock_release(&prof_lock);
+}
+
+size_t prof_usable(const extent_t *e)
+{
+    const prof_rec_t *r = prof_rec(e->prof);
+    return r->usable ? r->usable : extent_size(e);
+}
+
+uint32_t prof_detach(extent_t *e)
+{
+    uint32_t i = e->prof;
+    e->prof = 0;
+    return i;
+}
+
+void prof_reattach(uint32_t rec, extent_t *e) { e->prof = rec; }
+
+void prof_resized(uint32_t rec, extent_t *e, size_t old_size, size_t size, void *frame)
+{
+    if (rec) {
+        /* Sampled at its old size with probability p, it would have been sampled by now
+         * with 1 - (1 - p) exp(-growth / R) (an unsampled block counts its growth, below):
+         * that is its weight from now on.  A block that shrank keeps its p. */
+        lock_acquire(&prof_lock);
+        prof_rec_t *r = prof_rec(rec);
+        double p = r->p;
+        if (size > r->size)
+            p = 1 - (1 - p) * (1 - prof_one_minus_exp_neg((double)(size - r->size) / prof_rate));
+        prof_unweigh(r);
+        prof_weigh(r, size, p);
+        r->usable = 0; /* a large block now */
+        e->prof = rec;
+        lock_release(&prof_lock);
+        return;
+    }
+    if (size > old_size && size - old_size <= TIDE_MAX_BLOCK && prof_count(size - old_size)) {
+        prof_bt_t bt;
+        prof_backtrace(&bt, frame);
+        prof_record(e, &bt, size, 0);
+    }
+}
+
+/* ---- dumps ------------------------------------------------------------------------ */
+
+typedef struct prof_out_s {
+    int fd, err;
+    size_t n;
+    char buf[16384];
+} prof_out_t;
+
+static prof_out_t prof_out; /* under prof_lock */
+
+static void prof_flush(prof_out_t *o)
+{
+    if (!o->err && o->n)
+        o->err = os_file_write(o->fd, o->buf, o->n);
+    o->n = 0;
+}
+
+static void prof_put(prof_out_t *o, const char *s)
+{
+    size_t l = strlen(s);
+    if (o->n + l > sizeof o->buf)
+        prof_flush(o);
+    memcpy(o->buf + o->n, s, l);
+    o->n += l;
+}
+
+static void prof_put_u64(prof_out_t *o, uint64_t v, int hex)
+{
+    char tmp[24];
+    prof_put(o, report_fmt_u64(tmp, v, hex));
+}
+
+static uint64_t prof_count_of(uint64_t fx) { return (fx + PROF_FX / 2) / PROF_FX; }
+
+/* "N: BYTES [N: BYTES] @": the live, then the cumulative, weighted counts. */
+static void prof_put_counts(prof_out_t *o, uint64_t lc, uint64_t lb, uint64_t ac, uint64_t ab)
+{
+    prof_put_u64(o, prof_count_of(lc), 0);
+    prof_put(o, ": ");
+    prof_put_u64(o, lb, 0);
+    prof_put(o, " [");
+    prof_put_u64(o, prof_count_of(ac), 0);
+    prof_put(o, ": ");
+    prof_put_u64(o, ab, 0);
+    prof_put(o, "] @");
+}
+
+static int prof_write(const char *path)
+{
+    prof_out_t *o = &prof_out;
+    int fd;
+    int err = os_file_create(path, &fd);
+    if (err)
+        return err;
+    o->fd = fd;
+    o->err = 0;
+    o->n = 0;
+    /* The weights are unbiased estimates already: "heapprofile" tells pprof and jeprof
+     * not to scale the counts again. */
+    prof_put(o, "heap profile: ");
+    prof_put_counts(o, prof_live_count, prof_live_bytes, prof_alloc_count, prof_alloc_bytes);
+    prof_put(o, " heapprofile\n");
+    for (unsigned b = 0; b < PROF_BUCKETS; b++) {
+        for (const prof_stack_t *s = prof_buckets[b]; s; s = s->next) {
+            prof_put_counts(o, s->live_count, s->live_bytes, s->alloc_count, s->alloc_bytes);
+            for (unsigned i = 0; i < s->depth; i++) {
+                prof_put(o, " ");
+                /* pprof takes the first address as is and the others as return
+                 * addresses (it subtracts one): all of ours are return addresses. */
+                prof_put_u64(o, i == 0 ? s->pc[i] - 1 : s->pc[i], 1);
+            }
+            prof_put(o, "\n");
+        }
+    }
+    prof_put(o, "\nMAPPED_LIBRARIES:\n");
+    prof_flush(o);
+    if (!o->err)
+        o->err = os_copy_maps(fd);
+    err = o->err;
+    int cerr = os_file_close(fd);
+    return err ? err : cerr;
+}
+
+int prof_dump(const char *path)
+{
+    if (!ATOMIC_LOAD(&conf.prof) || !ATOMIC_LOAD_ACQ(&prof_ready))
+        return ENOENT;
+    if (!path)
+        return prof_dump_auto(2, false);
+    lock_acquire(&prof_lock);
+    int err = prof_write(path);
+    lock_release(&prof_lock);
+    if (!err)
+        ATOMIC_ADD(&prof_ndumps, 1);
+    return err;
+}
+
+/* A dump to PREFIX.PID.SEQ.KIND.heap, KIND f, iN or mN (jemalloc's names); a failure is
+ * a warning when WARN.  0 or an errno value. */
+static int prof_dump_auto(unsigned kind, bool warn)
+{
+    static const char kinds[] = { 'f', 'i', 'm' };
+    char path[CONF_PREFIX_MAX + 96], tmp[24];
+    uint64_t seq = ATOMIC_ADD(&prof_seq, 1), kseq = ATOMIC_ADD(&prof_seq_kind[kind], 1);
+    size_t n = strlen(conf.prof_prefix);
+    memcpy(path, conf.prof_prefix, n);
+    const char *parts[] = { ".", report_fmt_u64(tmp, (uint64_t)os_getpid(), 0), NULL };
+    for (unsigned i = 0; parts[i]; i++) {
+        memcpy(path + n, parts[i], strlen(parts[i]));
+        n += strlen(parts[i]);
+    }
+    path[n++] = '.';
+    report_fmt_u64(tmp, seq, 0);
+    memcpy(path + n, tmp, strlen(tmp));
+    n += strlen(tmp);
+    path[n++] = '.';
+    path[n++] = kinds[kind];
+    if (kind) {
+        report_fmt_u64(tmp, kseq, 0);
+        memcpy(path + n, tmp, strlen(tmp));
+        n += strlen(tmp);
+    }
+    memcpy(path + n, ".heap", sizeof ".heap");
+    lock_acquire(&prof_lock);
+    int err = prof_write(path);
+    lock_release(&prof_lock);
+    if (err) {
+        /* (strerror may translate, and so allocate) */
+        if (warn) {
+            const char *pieces[] = { "cannot write the heap profile ", path, " (errno ", report_fmt_u64(tmp, (uint64_t)err, 0),
+                                     ")" };
+            report_line(pieces, ARRAY_SIZE(pieces));
+        }
+        return err;
+    }
+    ATOMIC_ADD(&prof_ndumps, 1);
+    return 0;
+}
+
+/* ---- life cycle ------------------------------------------------------------------- */
+
+void prof_boot(void)
+{
+    if (!ATOMIC_LOAD(&conf.prof))
+        return;
+    prof_rate = (double)conf.prof_sample;
+    /* The tables' first chunks now: a sample then needs more only as stacks and live
+     * samples grow. */
+    prof_buckets = meta_alloc(PROF_BUCKETS * sizeof *prof_buckets);
+    prof_recs[0] = meta_alloc(PROF_REC_CHUNK * sizeof(prof_rec_t));
+    void *stacks = meta_alloc(PROF_STACK_CHUNK);
+    if (!prof_buckets || !prof_recs[0] || !stacks) {
+        ATOMIC_STORE(&conf.prof, 0);
+        return;
+    }
+    prof_stack_cur = (uintptr_t)stacks;
+    prof_stack_end = prof_stack_cur + PROF_STACK_CHUNK;
+    /* backtrace()'s first call loads libgcc_s and allocates: not inside a sample. */
+    void *v[4];
+    prof_tls.busy = 1;
+    backtrace(v, 4);
+    prof_tls.busy = 0;
+    ATOMIC_STORE_REL(&prof_ready, 1);
+}
+
+void prof_exit(void)
+{
+    if (ATOMIC_LOAD(&conf.prof) && ATOMIC_LOAD(&conf.prof_final) && ATOMIC_LOAD_ACQ(&prof_ready))
+        prof_dump_auto(0, true);
+}
+
+void prof_prefork(void) { lock_acquire(&prof_lock); }
+void prof_postfork_parent(void) { lock_release(&prof_lock); }
+void prof_postfork_child(void) { lock_init(&prof_lock); }
+
+void prof_stats(prof_stats_t *out)
+{
+    lock_acquire(&prof_lock);
+    out->samples = prof_nsamples;
+    out->live_samples = prof_nlive;
+    out->stacks = prof_nstacks;
+    out->dropped = prof_ndropped;
+    lock_release(&prof_lock);
+    out->frame_walks = ATOMIC_LOAD(&prof_nwalks);
+    out->backtraces = ATOMIC_LOAD(&prof_nbacktraces);
+    out->dumps = ATOMIC_LOAD(&prof_ndumps);
+}

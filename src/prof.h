@@ -1,0 +1,83 @@
+/* prof.h - the sampling heap profiler (TIDE_CONF=prof:on).
+ *
+ * Each thread counts the bytes it asks for down from an exponentially distributed
+ * interval (mean prof_sample bytes, as jemalloc's and tcmalloc's samplers do): the
+ * countdown lives in the thread cache, beside the lists the malloc fast path pops, so
+ * that with the profiler off the fast path pays one subtraction and one branch that is
+ * never taken.  An allocation that takes the countdown below zero is sampled: it is
+ * served as a large block of its own (so that its free takes the slow path, where the
+ * profiler sees it), its call stack is recorded, and it carries its record's index in its
+ * extent.  A block of SIZE bytes is sampled with probability p = 1 - exp(-SIZE / R) and
+ * weighted by 1 / p, so the sums over sampled blocks estimate the live bytes and blocks
+ * without bias, whatever their sizes.
+ *
+ * Dumps are the legacy heap-profile text that gperftools and jemalloc write ("heap
+ * profile:" header, one line per stack, then /proc/self/maps), read unchanged by
+ * google-pprof and jeprof.  The profiler's own memory is tide metadata (meta.h), never a
+ * malloc; its lock is taken with no other tide lock held, before the page heap's. */
+#ifndef TIDE_PROF_H
+#define TIDE_PROF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "extent.h"
+#include "tcache.h"
+#include "util.h"
+
+#define PROF_MAX_DEPTH 64
+
+typedef struct prof_bt_s {
+    unsigned n;
+    uintptr_t pc[PROF_MAX_DEPTH]; /* return addresses, innermost first */
+} prof_bt_t;
+
+/* Count SIZE requested bytes against the calling thread's countdown: true when this
+ * allocation is to be sampled.  (The malloc fast path does the subtraction itself.) */
+bool prof_fire(void);
+static inline bool prof_count(size_t size)
+{
+    tcache_t *tc = &tcache_tls;
+    return unlikely((tc->prof_left -= (int64_t)size) < 0) && prof_fire();
+}
+
+/* The call stack of the program's call into tide whose frame record is FRAME: the
+ * frame that a function of tide's entry set up (FRAME[0] the caller's frame pointer,
+ * FRAME[1] its return address).  Frame pointers are followed within the thread's stack
+ * while they form a chain; else glibc's backtrace() is cut at that return address. */
+void prof_backtrace(prof_bt_t *bt, void *frame);
+/* Record block E, sampled at SIZE requested bytes, that the program sees as USABLE
+ * bytes (0: the extent's size). */
+void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable);
+/* Sampled block E is being freed. */
+void prof_free(extent_t *e);
+/* The usable size of sampled block E. */
+size_t prof_usable(const extent_t *e);
+/* Around a realloc of E: take its record off (0 when it has none) ... */
+uint32_t prof_detach(extent_t *e);
+/* ... and put it back when the block stayed as it was, or else ... */
+void prof_reattach(uint32_t rec, extent_t *e);
+/* ... give it to the block E now is (E may be a new extent), whose requested size went
+ * from OLD_SIZE (REC's own size when REC is not 0) to SIZE.  An unsampled block that grew
+ * counts its growth against the countdown and may be sampled now (FRAME as for
+ * prof_backtrace). */
+void prof_resized(uint32_t rec, extent_t *e, size_t old_size, size_t size, void *frame);
+
+/* tide_prof_dump(): 0 or an errno value (ENOENT with the profiler off). */
+int prof_dump(const char *path);
+
+/* Start-up (after the heap exists: backtrace()'s first call allocates), exit (prof_final)
+ * and fork. */
+void prof_boot(void);
+void prof_exit(void);
+void prof_prefork(void);
+void prof_postfork_parent(void);
+void prof_postfork_child(void);
+
+typedef struct prof_stats_s {
+    uint64_t samples, live_samples, stacks, frame_walks, backtraces, dumps, dropped;
+} prof_stats_t;
+void prof_stats(prof_stats_t *out);
+
+#endif
