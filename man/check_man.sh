@@ -80,7 +80,8 @@ if ! cmp -s "$tmp/keys.lib" "$tmp/keys.man"; then
 fi
 
 # ---- 3. every option of tide's usage, in tide(1) ----------------------------------------
-src/tide --help >/dev/null 2>"$tmp/usage"
+# (--help prints the usage on stdout; an older wrapper printed it on stderr)
+src/tide --help >"$tmp/usage" 2>&1
 opts=$(sed -n 's/^usage: tide //p' "$tmp/usage" | grep -o '\[-[-A-Za-z]*' | sed 's/^\[//')
 if [ -z "$opts" ]; then
     echo "check_man: no option found in the usage of src/tide --help:" >&2
