@@ -102,6 +102,31 @@ test_system_init_LDADD = src/libtide.la $(CRITERION_LIBS)
 test_system_init_LDFLAGS = -no-install
 EXTRA_test_system_init_DEPENDENCIES = test/system/init_probe$(EXEEXT)
 
+# The sampling heap profiler, its dumps read by google-pprof and jeprof (./bootstrap
+# installs google-perftools and libjemalloc-dev), through test/system/prof_probe.
+check_PROGRAMS += test/system/prof test/system/prof_probe test/system/prof_probe_fp
+TESTS += test/system/prof
+test_system_prof_SOURCES = test/system/prof.c $(tide_test_support)
+test_system_prof_CPPFLAGS = $(rel_cppflags) $(CRITERION_CFLAGS) \
+	-DPROF_PROBE=\"$(abs_top_builddir)/test/system/prof_probe\" \
+	-DPROF_PROBE_FP=\"$(abs_top_builddir)/test/system/prof_probe_fp\" \
+	-DTIDE_WRAPPER=\"$(abs_top_builddir)/src/tide\" -DTIDE_SO=\"$(abs_top_builddir)/src/.libs/libtide.so\"
+test_system_prof_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
+test_system_prof_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+test_system_prof_LDFLAGS = $(rel_ldflags)
+EXTRA_test_system_prof_DEPENDENCIES = test/system/prof_probe$(EXEEXT) test/system/prof_probe_fp$(EXEEXT) src/tide
+# The probe as Debian's gcc builds it (no frame pointers: tide uses backtrace()) and with
+# frame pointers (tide follows them); linked with the uninstalled libtide.so, which the
+# dumps' mappings name and the readers symbolize.
+test_system_prof_probe_SOURCES = test/system/prof_probe.c
+test_system_prof_probe_CFLAGS = $(rel_cflags)
+test_system_prof_probe_LDFLAGS = $(rel_ldflags)
+test_system_prof_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
+test_system_prof_probe_fp_SOURCES = test/system/prof_probe.c
+test_system_prof_probe_fp_CFLAGS = $(rel_cflags) -fno-omit-frame-pointer
+test_system_prof_probe_fp_LDFLAGS = $(rel_ldflags)
+test_system_prof_probe_fp_LDADD = src/libtide.la $(PTHREAD_LIBS)
+
 # Correct allocations near vm.max_map_count, with only a few hundred VMAs left.
 check_PROGRAMS += test/system/mapcount
 TESTS += test/system/mapcount

@@ -386,7 +386,8 @@ static const struct {
     { "purge", "sometimes", "dontneed" },   { "decay_ms", "-2", "1000" },    { "background", "maybe", "auto" },
     { "arenas", "99999", "0" },         { "tcache", "2", "on" },         { "thp", "yes please", "off" },
     { "stats", "loud", "off" },         { "remap", "sure", "on" },       { "remap_max", "-1", "1" },
-    { "remap_threshold", "12q", "1048576" },
+    { "remap_threshold", "12q", "1048576" }, { "prof", "always", "off" },  { "prof_sample", "0", "524288" },
+    { "prof_final", "later", "off" },   { "prof_interval", "-1", "0" },  { "prof_prefix", "", "tide" },
 };
 
 static int count_lines(const char *s)

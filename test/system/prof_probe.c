@@ -1,0 +1,441 @@
+/* prof_probe.c - workloads for the heap profiler's tests (test/system/prof.c), run with
+ * TIDE_CONF=prof:on,...; the profiles they dump are read by google-pprof and jeprof.
+ *
+ * Built twice: as it is (Debian's gcc omits frame pointers, so tide takes stacks with
+ * backtrace()) and with -fno-omit-frame-pointer (tide follows frame pointers).  The
+ * functions that allocate are noinline and named, so that the readers can name them.
+ *
+ *   prof_probe shares PATH     two threads, each 150 MiB live from alloc_big (small
+ *                              blocks) and 50 MiB from alloc_small (big ones); dump to PATH
+ *   prof_probe entries PATH    4 MiB live through each entry point, from call_<entry>
+ *   prof_probe fork DIR        children forked beside a thread that allocates; each child
+ *                              allocates from a thread of its own and exits (prof_final)
+ *   prof_probe empty PATH      a dump before anything is allocated
+ *   prof_probe freed PATH      64 MiB allocated and freed by alloc_and_free, then a dump
+ *   prof_probe grow MIB        MIB MiB allocated by grow_heap in 64 KiB blocks (prof_interval)
+ *   prof_probe stress PATH     4 threads malloc, realloc and free at random while another
+ *                              dumps; then everything is freed
+ * Each prints "samples S live L walks W backtraces B dumps D" (tide_stats_get) last. */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tide.h"
+
+#define MiB ((size_t)1 << 20)
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Log-uniform in [lo, hi]. */
+static size_t log_uniform(uint64_t *s, size_t lo, size_t hi)
+{
+    unsigned a = 63 - (unsigned)__builtin_clzl(lo), b = 63 - (unsigned)__builtin_clzl(hi);
+    unsigned e = a + (unsigned)(rng_next(s) % (b - a + 1));
+    size_t n = ((size_t)1 << e) + rng_next(s) % ((size_t)1 << e);
+    return n < lo ? lo : n > hi ? hi : n;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "prof_probe: %s: %s\n", what, strerror(errno));
+    exit(2);
+}
+
+static void *xmalloc_checked(void *p)
+{
+    if (!p)
+        die("allocation");
+    return p;
+}
+
+typedef struct blocks_s {
+    void **v;
+    size_t n, cap;
+} blocks_t;
+
+/* (noinline: its own allocations are its own in the profile) */
+__attribute__((noinline)) static void keep(blocks_t *b, void *p)
+{
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 4096;
+        b->v = realloc(b->v, b->cap * sizeof *b->v);
+        if (!b->v)
+            die("realloc");
+    }
+    b->v[b->n++] = p;
+}
+
+static void release(blocks_t *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        free(b->v[i]);
+    free(b->v);
+    memset(b, 0, sizeof *b);
+}
+
+static void print_stats(void)
+{
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    printf("samples %llu live %llu walks %llu backtraces %llu dumps %llu\n", (unsigned long long)s.prof_samples,
+           (unsigned long long)s.prof_live_samples, (unsigned long long)s.prof_frame_walks,
+           (unsigned long long)s.prof_backtraces, (unsigned long long)s.prof_dumps);
+    fflush(stdout);
+}
+
+static void dump(const char *path)
+{
+    if (tide_prof_dump(path) != 0)
+        die("tide_prof_dump");
+}
+
+/* ---- shares ------------------------------------------------------------------------- */
+
+/* TOTAL bytes in small blocks (16 B - 16 KiB, log-uniform: most on the fast path). */
+__attribute__((noinline)) void alloc_big(blocks_t *b, size_t total, uint64_t seed)
+{
+    for (size_t s = 0; s < total;) {
+        size_t n = log_uniform(&seed, 16, 16384);
+        keep(b, xmalloc_checked(malloc(n)));
+        s += n;
+    }
+}
+
+/* TOTAL bytes in big blocks (8 KiB - 2 MiB), some by calloc. */
+__attribute__((noinline)) void alloc_small(blocks_t *b, size_t total, uint64_t seed)
+{
+    for (size_t s = 0; s < total;) {
+        size_t n = log_uniform(&seed, 8192, 2 * MiB);
+        keep(b, xmalloc_checked(n & 1 ? calloc(1, n) : malloc(n)));
+        s += n;
+    }
+}
+
+static blocks_t shares_blocks[2];
+
+static void *shares_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    alloc_big(&shares_blocks[t], 150 * MiB, 11 + (uint64_t)t);
+    alloc_small(&shares_blocks[t], 50 * MiB, 22 + (uint64_t)t);
+    return NULL;
+}
+
+static int run_shares(const char *path)
+{
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++)
+        if (pthread_create(&th[t], NULL, shares_thread, (void *)(intptr_t)t) != 0)
+            die("pthread_create");
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    dump(path);
+    print_stats();
+    return 0;
+}
+
+/* ---- entries ------------------------------------------------------------------------ */
+
+#define ENTRY_BYTES (4 * MiB)
+static blocks_t entry_blocks;
+
+/* Block sizes of every kind: small, cached large, large. */
+static size_t entry_size(unsigned i) { return (size_t[]){ 100, 3000, 20000, 70000, 300000 }[i % 5]; }
+
+#define ENTRY_FUNC(name, expr)                                                                                 \
+    __attribute__((noinline)) void call_##name(void)                                                          \
+    {                                                                                                         \
+        size_t s = 0;                                                                                         \
+        for (unsigned i = 0; s < ENTRY_BYTES; i++) {                                                          \
+            size_t n = entry_size(i);                                                                         \
+            if (s + n > ENTRY_BYTES)                                                                          \
+                n = ENTRY_BYTES - s;                                                                          \
+            void *p = (expr);                                                                                 \
+            keep(&entry_blocks, xmalloc_checked(p));                                                          \
+            s += n;                                                                                           \
+        }                                                                                                     \
+    }
+
+ENTRY_FUNC(malloc, malloc(n))
+ENTRY_FUNC(calloc, calloc(n, 1))
+ENTRY_FUNC(realloc, realloc(NULL, n))
+ENTRY_FUNC(reallocarray, reallocarray(NULL, n, 1))
+ENTRY_FUNC(memalign, memalign(64, n))
+ENTRY_FUNC(aligned_alloc, aligned_alloc(256, n))
+ENTRY_FUNC(valloc, valloc(n))
+
+__attribute__((noinline)) void call_posix_memalign(void)
+{
+    size_t s = 0;
+    for (unsigned i = 0; s < ENTRY_BYTES; i++) {
+        size_t n = entry_size(i);
+        if (s + n > ENTRY_BYTES)
+            n = ENTRY_BYTES - s;
+        void *p = NULL;
+        if (posix_memalign(&p, 128, n) != 0)
+            die("posix_memalign");
+        keep(&entry_blocks, p);
+        s += n;
+    }
+}
+
+/* pvalloc rounds up to pages: 4 MiB in whole pages. */
+__attribute__((noinline)) void call_pvalloc(void)
+{
+    for (size_t s = 0; s < ENTRY_BYTES; s += 16384)
+        keep(&entry_blocks, xmalloc_checked(pvalloc(16384)));
+}
+
+/* Blocks that grow by realloc from 16 bytes to 1 MiB: copies while small, then in place
+ * or moved as large blocks; four of them live at the end. */
+__attribute__((noinline)) void call_realloc_grow(void)
+{
+    for (int k = 0; k < 4; k++) {
+        void *p = NULL;
+        for (size_t n = 16; n <= MiB; n += n / 2 + 16)
+            p = xmalloc_checked(realloc(p, n));
+        keep(&entry_blocks, xmalloc_checked(realloc(p, MiB)));
+    }
+}
+
+static int run_entries(const char *path)
+{
+    call_malloc();
+    call_calloc();
+    call_realloc();
+    call_reallocarray();
+    call_memalign();
+    call_aligned_alloc();
+    call_posix_memalign();
+    call_valloc();
+    call_pvalloc();
+    call_realloc_grow();
+    dump(path);
+    print_stats();
+    return 0;
+}
+
+/* ---- fork --------------------------------------------------------------------------- */
+
+static atomic_int fork_stop;
+
+__attribute__((noinline)) void alloc_in_parent_thread(uint64_t seed)
+{
+    void *v[64] = { 0 };
+    while (!atomic_load(&fork_stop)) {
+        unsigned i = (unsigned)(rng_next(&seed) % 64);
+        free(v[i]);
+        v[i] = xmalloc_checked(malloc(log_uniform(&seed, 16, 256 * 1024)));
+    }
+    for (int i = 0; i < 64; i++)
+        free(v[i]);
+}
+
+static void *fork_spinner(void *arg)
+{
+    (void)arg;
+    alloc_in_parent_thread(5);
+    return NULL;
+}
+
+static blocks_t fork_parent_blocks, fork_child_blocks;
+
+__attribute__((noinline)) void alloc_before_fork(void)
+{
+    uint64_t seed = 3;
+    for (size_t s = 0; s < 32 * MiB;) {
+        size_t n = log_uniform(&seed, 16, 65536);
+        keep(&fork_parent_blocks, xmalloc_checked(malloc(n)));
+        s += n;
+    }
+}
+
+__attribute__((noinline)) void alloc_in_child_thread(void)
+{
+    uint64_t seed = 4;
+    for (size_t s = 0; s < 32 * MiB;) {
+        size_t n = log_uniform(&seed, 16, 65536);
+        keep(&fork_child_blocks, xmalloc_checked(malloc(n)));
+        s += n;
+    }
+}
+
+static void *child_thread(void *arg)
+{
+    (void)arg;
+    alloc_in_child_thread();
+    return NULL;
+}
+
+/* Twenty children, forked while a thread allocates (so fork takes tide's locks); each
+ * allocates 32 MiB from a thread of its own and exits: prof_final dumps its heap. */
+static int run_fork(void)
+{
+    printf("parent %d\n", (int)getpid());
+    alloc_before_fork();
+    pthread_t spinner;
+    if (pthread_create(&spinner, NULL, fork_spinner, NULL) != 0)
+        die("pthread_create");
+    for (int k = 0; k < 20; k++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork");
+        if (pid == 0) {
+            pthread_t th;
+            if (pthread_create(&th, NULL, child_thread, NULL) != 0)
+                _exit(3);
+            pthread_join(th, NULL);
+            printf("child %d\n", (int)getpid());
+            exit(0); /* prof_final */
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "prof_probe: child %d failed: status %#x\n", (int)pid, st);
+            return 1;
+        }
+    }
+    atomic_store(&fork_stop, 1);
+    pthread_join(spinner, NULL);
+    release(&fork_parent_blocks);
+    print_stats();
+    return 0;
+}
+
+/* ---- empty, freed, grow ------------------------------------------------------------- */
+
+__attribute__((noinline)) void alloc_and_free(void)
+{
+    blocks_t b = { 0 };
+    uint64_t seed = 9;
+    for (size_t s = 0; s < 64 * MiB;) {
+        size_t n = log_uniform(&seed, 16, 1 << 20);
+        keep(&b, xmalloc_checked(malloc(n)));
+        s += n;
+    }
+    release(&b);
+}
+
+__attribute__((noinline)) void grow_heap(size_t mib)
+{
+    blocks_t b = { 0 };
+    for (size_t s = 0; s < mib * MiB; s += 65536)
+        keep(&b, xmalloc_checked(malloc(65536)));
+    /* live until exit */
+}
+
+/* ---- stress ------------------------------------------------------------------------- */
+
+static atomic_int stress_stop;
+
+__attribute__((noinline)) void stress_work(uint64_t seed)
+{
+    enum { SLOTS = 512 };
+    void *v[SLOTS] = { 0 };
+    for (int it = 0; it < 200000; it++) {
+        unsigned i = (unsigned)(rng_next(&seed) % SLOTS);
+        size_t n = log_uniform(&seed, 1, it % 64 == 0 ? 4 * MiB : 65536);
+        switch (rng_next(&seed) % 4) {
+        case 0:
+            free(v[i]);
+            v[i] = NULL;
+            break;
+        case 1:
+            v[i] = xmalloc_checked(realloc(v[i], n));
+            break;
+        case 2:
+            free(v[i]);
+            v[i] = xmalloc_checked(n & 1 ? calloc(n, 1) : malloc(n));
+            break;
+        default:
+            free(v[i]);
+            if (posix_memalign(&v[i], (size_t)16 << (n % 9), n) != 0)
+                die("posix_memalign");
+        }
+        if (v[i] && malloc_usable_size(v[i]) < n)
+            die("usable size below the request");
+    }
+    for (int i = 0; i < SLOTS; i++)
+        free(v[i]);
+}
+
+static void *stress_thread(void *arg)
+{
+    stress_work((uint64_t)(intptr_t)arg);
+    return NULL;
+}
+
+static void *stress_dumper(void *arg)
+{
+    const char *path = arg;
+    while (!atomic_load(&stress_stop))
+        dump(path);
+    return NULL;
+}
+
+static int run_stress(const char *path)
+{
+    pthread_t th[4], d;
+    if (pthread_create(&d, NULL, stress_dumper, (void *)path) != 0)
+        die("pthread_create");
+    for (int t = 0; t < 4; t++)
+        if (pthread_create(&th[t], NULL, stress_thread, (void *)(intptr_t)(t + 1)) != 0)
+            die("pthread_create");
+    for (int t = 0; t < 4; t++)
+        pthread_join(th[t], NULL);
+    atomic_store(&stress_stop, 1);
+    pthread_join(d, NULL);
+    if (tide_check() != 0)
+        return 1;
+    dump(path);
+    print_stats();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress [ARG]\n");
+        return 2;
+    }
+    const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
+    if (strcmp(mode, "shares") == 0)
+        return run_shares(arg);
+    if (strcmp(mode, "entries") == 0)
+        return run_entries(arg);
+    if (strcmp(mode, "fork") == 0)
+        return run_fork();
+    if (strcmp(mode, "empty") == 0) {
+        dump(arg);
+        print_stats();
+        return 0;
+    }
+    if (strcmp(mode, "freed") == 0) {
+        alloc_and_free();
+        dump(arg);
+        print_stats();
+        return 0;
+    }
+    if (strcmp(mode, "grow") == 0) {
+        grow_heap((size_t)atol(arg));
+        print_stats();
+        return 0;
+    }
+    if (strcmp(mode, "stress") == 0)
+        return run_stress(arg);
+    fprintf(stderr, "prof_probe: unknown mode %s\n", mode);
+    return 2;
+}
