@@ -18,6 +18,7 @@
 #include "support.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <sys/mman.h>
@@ -554,7 +555,7 @@ static void copy_file(const char *from, const char *to)
 /* Runs the probe at PATH with TIDE_CONF=CONF; its stdout, and stderr in *ERR. */
 static char *run_probe(const char *path, const char *conf, char **err)
 {
-    char env[256];
+    char env[1024];
     snprintf(env, sizeof env, "TIDE_CONF=%s", conf);
     const char *extra[] = {env, NULL};
     struct run r = run_capture(path, NULL, NULL, extra);
@@ -564,11 +565,40 @@ static char *run_probe(const char *path, const char *conf, char **err)
     return r.out;
 }
 
+/* Files of DIR whose names start with PREFIX: how many; and removing them. */
+static int count_files(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d, "opendir %s: %s", dir, strerror(errno));
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+static void remove_files(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char path[1024];
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
 static char suid_path[600], suid_dirpath[512];
 
 /* Runs after the test, failed or not: no setuid file stays behind. */
 static void suid_cleanup(void)
 {
+    if (suid_dirpath[0])
+        remove_files(suid_dirpath, "leak.");
     if (suid_path[0])
         unlink(suid_path);
     if (suid_dirpath[0])
@@ -600,8 +630,12 @@ Test(compat, setuid_and_setgid_programs_ignore_tide_conf, .timeout = 60, .fini =
         int e = errno;
         cr_skip_test("chown(%s, %u, %u): %s", path, (unsigned)uid, (unsigned)gid, strerror(e));
     }
-    /* Everything TIDE_CONF can do: settings, help, a warning, statistics at exit. */
-    static const char conf[] = "purge:none,remap_max:4096,stats:on,help,no_such_key:1";
+    /* Everything TIDE_CONF can do: settings, help, a warning, statistics at exit, heap
+     * profiles written where the caller says (the setuid program's must not be). */
+    char conf[768], leak_prefix[600];
+    snprintf(leak_prefix, sizeof leak_prefix, "%s/leak", dir);
+    snprintf(conf, sizeof conf, "purge:none,remap_max:4096,stats:on,help,no_such_key:1,prof:on,prof_final:on,"
+             "prof_prefix:%s", leak_prefix);
     static const struct {
         mode_t mode;
         const char *what;
@@ -621,15 +655,21 @@ Test(compat, setuid_and_setgid_programs_ignore_tide_conf, .timeout = 60, .fini =
                          modes[i].what, purge, out);
         cr_assert_str_eq(err, "", "a %s program printed on stderr for TIDE_CONF=%s:\n%.1500s", modes[i].what, conf,
                          err);
-        tt_report("compat: %s (euid %u, egid %u, AT_SECURE %lu), TIDE_CONF=%s: purge=%s, nothing printed",
-                  modes[i].what, euid, egid, secure, conf, purge);
+        cr_assert_eq(count_files(dir, "leak."), 0, "a %s program wrote a heap profile to %s.* (TIDE_CONF=%s)",
+                     modes[i].what, leak_prefix, conf);
+        tt_report("compat: %s (euid %u, egid %u, AT_SECURE %lu), TIDE_CONF=%s: purge=%s, nothing printed, no "
+                  "profile written", modes[i].what, euid, egid, secure, conf, purge);
         free(out);
         free(err);
     }
-    /* The same file without the bits: TIDE_CONF counts again. */
+    /* The same file without the bits: TIDE_CONF counts again, the profile is written
+     * (by a statically linked program). */
     cr_assert(chmod(path, 0755) == 0);
-    out = run_probe(path, "purge:free", &err);
+    snprintf(conf, sizeof conf, "purge:free,prof:on,prof_final:on,prof_prefix:%s", leak_prefix);
+    out = run_probe(path, conf, &err);
     cr_assert_str_eq(out, "purge=free at_secure=0 euid=0 egid=0\n", "the copy without setuid bits: %s", out);
+    cr_assert_eq(count_files(dir, "leak."), 1, "the copy without setuid bits wrote no profile to %s.*", leak_prefix);
+    remove_files(dir, "leak.");
     free(out);
     free(err);
 }
