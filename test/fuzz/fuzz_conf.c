@@ -35,8 +35,9 @@ static void in_range(long v, long lo, long hi)
         abort();
 }
 
-static const char *const keys[] = { "purge", "decay_ms", "background", "arenas", "tcache", "thp",
-                                    "stats", "remap", "remap_max", "remap_threshold" };
+static const char *const keys[] = { "purge",           "decay_ms", "background",  "arenas",     "tcache",
+                                    "thp",             "stats",    "remap",       "remap_max",  "remap_threshold",
+                                    "prof",            "prof_sample", "prof_final", "prof_interval", "prof_prefix" };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -63,9 +64,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in_range(conf.remap, 0, 1);
     in_range(conf.remap_max, 0, 4096);
     in_range(conf.remap_threshold, 64 << 10, (long)1 << 40);
+    in_range(conf.prof, 0, 1);
+    in_range(conf.prof_sample, 1, (long)1 << 40);
+    in_range(conf.prof_final, 0, 1);
+    in_range(conf.prof_interval, 0, (long)1 << 50);
+    size_t plen = strnlen(conf.prof_prefix, sizeof conf.prof_prefix);
+    if (plen == 0 || plen == sizeof conf.prof_prefix || memchr(conf.prof_prefix, ',', plen))
+        abort();
     /* Every key reads back, and setting what it reads gives the same value. */
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        char buf[64];
+        char buf[CONF_PREFIX_MAX];
         if (conf_get(keys[i], buf, sizeof buf) != 0)
             abort();
         conf_t before = conf;
