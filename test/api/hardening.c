@@ -132,7 +132,7 @@ Test(hardening, a_free_of_a_slab_slot_never_handed_out_aborts, .timeout = 60)
 static int stale_mark(void *arg)
 {
     size_t size = (size_t)(uintptr_t)arg;
-    char *p = malloc(2048);
+    char *volatile p = malloc(2048); /* volatile: the read past it is on purpose */
     void *mark = ((void **)(p + 2048))[1]; /* the slab's other region, in this thread's cache */
     void **big = malloc(size);
     big[1] = mark;
