@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 /* Keep a pointer (and what it points to) alive in the optimiser's eyes, so that a
  * malloc/free pair cannot be elided or the stores into the block dropped. */
@@ -40,6 +41,14 @@ static inline uint64_t bench_parse_count(const char *arg, const char *what)
         exit(1);
     }
     return v;
+}
+
+/* Context switches of the whole process so far, voluntary and involuntary: a lock
+ * convoy (threads sleeping on each other's locks) shows up here as well as in the time. */
+static inline long bench_context_switches(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nvcsw + ru.ru_nivcsw : -1;
 }
 
 /* A positive size with an optional k, m or g suffix; PROG: what to call ourselves in the

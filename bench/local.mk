@@ -3,7 +3,7 @@
 # so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.
 
 bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath \
-	bench/realloc bench/idle bench/purge_floor
+	bench/realloc bench/idle bench/purge_floor bench/churn bench/larson bench/powers
 noinst_PROGRAMS += $(bench_programs)
 
 # -O2 even if the user's CFLAGS lack it (theirs still come last and win).
@@ -39,12 +39,24 @@ bench_purge_floor_SOURCES = bench/purge_floor.c bench/bench.h $(bench_probe)
 bench_purge_floor_CFLAGS = $(bench_cflags)
 bench_purge_floor_LDADD = $(bench_ldadd)
 
+bench_churn_SOURCES = bench/churn.c bench/bench.h $(bench_probe)
+bench_churn_CFLAGS = $(bench_cflags)
+bench_churn_LDADD = $(bench_ldadd)
+
+bench_larson_SOURCES = bench/larson.c bench/bench.h $(bench_probe)
+bench_larson_CFLAGS = $(bench_cflags)
+bench_larson_LDADD = $(bench_ldadd)
+
+bench_powers_SOURCES = bench/powers.c bench/bench.h $(bench_probe)
+bench_powers_CFLAGS = $(bench_cflags)
+bench_powers_LDADD = $(bench_ldadd)
+
 bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
 bench_fastpath_CFLAGS = $(bench_cflags)
 
 # `make bench`: build the library and the programs, then run the comparison (bench/run.py).
 #   QUICK=1           smoke run, about a minute (see bench/README.md for what it drops)
-#   ONLY=ebizzy|micro|realloc|idle or configuration/benchmark names, comma-separated
+#   ONLY=ebizzy|micro|shapes|realloc|idle or configuration/benchmark names, comma-separated
 #                     (e.g. ONLY=s5M-t2,realloc-step)
 #   ALLOCS=glibc,tide the allocators to run (glibc, jemalloc, tcmalloc, mimalloc, tide)
 #   RUNS=3            runs per allocator and configuration (default 5; QUICK: 1)
