@@ -6,7 +6,7 @@ Each module imports only modules listed above it:
                 other processes put on the machine meanwhile, retries, failures
     ebizzy      the ebizzy configurations (and madvise counts under strace)
     purge       how each peer purges on every free; bench/purge_floor
-    micro       pairs, prodcons, mixed; fastpath under callgrind
+    micro       pairs, prodcons, mixed; churn, larson, powers; fastpath under callgrind
     realloc     bench/realloc's growth modes
     idle        bench/idle: RSS after an idle period, re-touch time
     allocators  the peers installed, libtide under bench/tide-confs: the variants

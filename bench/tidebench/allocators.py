@@ -72,21 +72,23 @@ def purge_label(name):
 def build_variants(args, notes):
     """Returns the variants of each part of the run: {"main": the ebizzy configurations,
     "small": ebizzy's 512 KiB-chunk configurations, "purge": the purge-every-free row,
-    "micro": the microbenchmarks, "realloc", "idle"}.  The peers (glibc, jemalloc,
+    "micro": the microbenchmarks, "shapes": the workload shapes, "realloc", "idle"}.  The peers (glibc, jemalloc,
     tcmalloc, mimalloc) are in every list but "purge", which has them told to purge on
     every free; the tide configurations come from the sections of bench/tide-confs
     (those but [all] and [purge-every-free] default to [all] when absent).  --tide-confs
-    replaces the [all], [ebizzy-small-chunks] and [micro] lists."""
+    replaces the [all], [ebizzy-small-chunks], [micro] and [shapes] lists."""
     wanted = set(args.allocs or FAMILIES)
     confs = read_tide_confs(os.path.join(args.srcdir, "bench", "tide-confs"))
     all_confs = args.tide_confs.split() if args.tide_confs else confs.get("all", ["default"])
     micro_confs = all_confs if args.tide_confs else confs.get("micro", all_confs)
     small_confs = all_confs if args.tide_confs else confs.get("ebizzy-small-chunks", all_confs)
+    shape_confs = all_confs if args.tide_confs else confs.get("shapes", micro_confs)
     if args.quick and not args.tide_confs:
         # purge:none too: the ebizzy targets compare tide with it.
         quick = ([c for c in all_confs if c in ("default", "purge:none", "purge:free")]
                  or all_confs[:1])
         micro_confs = [c for c in micro_confs if c in quick] or micro_confs[:1]
+        shape_confs = [c for c in shape_confs if c in quick] or shape_confs[:1]
         all_confs = quick
 
     peers, purge = [], []
@@ -104,7 +106,7 @@ def build_variants(args, notes):
         peers.append(Variant(name, name, lib))
         purge.append(Variant(purge_label(name), name, lib, PURGE_EVERY_FREE[name]))
     out = {"main": list(peers), "small": list(peers), "purge": purge, "micro": list(peers),
-           "realloc": list(peers), "idle": list(peers)}
+           "shapes": list(peers), "realloc": list(peers), "idle": list(peers)}
     if "tide" in wanted:
         lib = os.path.join(args.builddir, "src", ".libs", "libtide.so")
         if not os.path.exists(lib):
@@ -113,11 +115,12 @@ def build_variants(args, notes):
         out["small"] += [tide_variant(lib, c) for c in small_confs]
         out["purge"] += [tide_variant(lib, c) for c in confs.get("purge-every-free", [])]
         out["micro"] += [tide_variant(lib, c) for c in micro_confs]
+        out["shapes"] += [tide_variant(lib, c) for c in shape_confs]
         out["realloc"] += [tide_variant(lib, c) for c in confs.get("realloc", all_confs)]
         out["idle"] += [tide_variant(lib, c) for c in confs.get("idle", all_confs)]
         out["idle"].append(Variant("tide (single-threaded)", "tide", lib, argv=["--threads=1"]))
         for label, extra in args.extra_tide:
-            for part in ("main", "small", "micro", "realloc", "idle"):
+            for part in ("main", "small", "micro", "shapes", "realloc", "idle"):
                 out[part].append(Variant(label, "tide", extra))
     for v in out["idle"]:
         v.argv = v.argv or list(IDLE_THREADS_ARGS)

@@ -5,7 +5,7 @@ import os
 
 from .allocators import FAMILIES
 from .ebizzy import EBIZZY_CONFIGS
-from .micro import MICRO_BENCHES
+from .micro import MICRO_BENCHES, SHAPE_BENCHES
 from .realloc import REALLOC_MODES
 from .runner import RETRIES, RETRY_PAUSE_S
 
@@ -22,7 +22,7 @@ def parse_args(description):
                         "1.5 s idle; tide configurations 'default', 'purge:none' and "
                         "'purge:free' only of the [all] list (unless --tide-confs)")
     p.add_argument("--only", default="",
-                   help="comma list of: ebizzy, micro, realloc, idle, or "
+                   help="comma list of: ebizzy, micro, shapes, realloc, idle, or "
                         "configuration/benchmark names")
     p.add_argument("--allocs", default="", help="comma list of: " + ", ".join(FAMILIES))
     p.add_argument("--runs", type=int, help="runs per allocator and configuration (default 5)")
@@ -52,8 +52,8 @@ def parse_args(description):
     if args.runs < 1 or args.seconds < 1:
         p.error("--runs and --seconds must be at least 1")
     args.only = [x for x in args.only.replace(" ", ",").split(",") if x]
-    known = (["ebizzy", "micro", "fastpath", "realloc", "idle"]
-             + [c.name for c in EBIZZY_CONFIGS] + [b.name for b in MICRO_BENCHES]
+    known = (["ebizzy", "micro", "shapes", "fastpath", "realloc", "idle"]
+             + [c.name for c in EBIZZY_CONFIGS] + [b.name for b in MICRO_BENCHES + SHAPE_BENCHES]
              + ["realloc-" + m.name for m in REALLOC_MODES])
     for x in args.only:
         if x not in known:

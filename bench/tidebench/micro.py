@@ -1,6 +1,7 @@
 """The microbenchmarks (bench/pairs, prodcons, mixed: times of fixed work and peak RSS,
-interleaved round by round) and bench/fastpath under callgrind (instructions per
-malloc+free pair); each figure also as a ratio to the best peer."""
+interleaved round by round), the workload shapes (bench/churn, larson, powers: the same,
+and the context switches of each run) and bench/fastpath under callgrind (instructions
+per malloc+free pair); each figure also as a ratio to the best peer."""
 
 import os
 import re
@@ -12,8 +13,8 @@ from .runner import load_text, parse_key_values
 
 
 class MicroBench:
-    def __init__(self, name, argv, key):
-        self.name, self.argv, self.key = name, argv, key
+    def __init__(self, name, argv, key, group="micro"):
+        self.name, self.argv, self.key, self.group = name, argv, key, group
 
 
 MICRO_BENCHES = [
@@ -26,7 +27,26 @@ MICRO_BENCHES = [
     MicroBench("mixed-1t", ["mixed", "-t", "1"], "elapsed_s"),
     MicroBench("mixed-2t", ["mixed", "-t", "2"], "elapsed_s"),
 ]
+# The shapes of work where tide trailed its peers (issue 13), each program written for
+# bench/: churn with a swinging working set and some frees by another thread, larson's
+# remote frees (with and without sized free), one thread's powers of two; churn and
+# larson also with 8 and 16 threads on the machine's CPUs (the same total work).
+SHAPE_BENCHES = [
+    MicroBench("churn", ["churn", "-t", "2"], "elapsed_s", "shapes"),
+    MicroBench("churn-8t", ["churn", "-t", "8"], "elapsed_s", "shapes"),
+    MicroBench("churn-16t", ["churn", "-t", "16"], "elapsed_s", "shapes"),
+    MicroBench("larson", ["larson", "-t", "2"], "elapsed_s", "shapes"),
+    MicroBench("larson-sized", ["larson", "-t", "2", "--sized"], "elapsed_s", "shapes"),
+    MicroBench("larson-8t", ["larson", "-t", "8"], "elapsed_s", "shapes"),
+    MicroBench("larson-16t", ["larson", "-t", "16"], "elapsed_s", "shapes"),
+    MicroBench("powers", ["powers", "-t", "1"], "elapsed_s", "shapes"),
+]
 FASTPATH_K = (100000, 200000)
+
+
+def median_or_none(values):
+    values = [x for x in values if x is not None]
+    return statistics.median(values) if values else None
 
 
 def run_micro(args, runner, benches, variants, bindir):
@@ -42,12 +62,14 @@ def run_micro(args, runner, benches, variants, bindir):
                 t = float(kv[b.key]) if b.key in kv else None
                 if t is not None:
                     rss = int(kv["peak_rss_kib"])
-                    runs[v.label].append((t, rss, runner.other_load))
+                    csw = int(kv["csw"]) if "csw" in kv else None
+                    runs[v.label].append((t, rss, runner.other_load, csw))
                     runner.check_provider(v, kv.get("allocator"))
                     raw.append({"bench": b.name, "allocator": v.label, "run": rnd,
-                                "time_s": t, "peak_rss_kib": rss,
+                                "time_s": t, "peak_rss_kib": rss, "csw": csw,
                                 "other_load": runner.other_load,
-                                "provider": kv.get("allocator", "")})
+                                "provider": kv.get("allocator", ""),
+                                "free_fn": kv.get("free_fn", "")})
                 elif out is not None:
                     runner.fail(b.name, v, f"no '{b.key}' in the output")
                 shown = f"{t:9.3f} s" if t is not None else "failed"
@@ -55,10 +77,10 @@ def run_micro(args, runner, benches, variants, bindir):
                                 f"{load_text(runner.other_load)}")
         for v in variants:
             rs = runs[v.label]
-            med = (lambda i: statistics.median(r[i] for r in rs)) if rs else (lambda i: None)
+            t, rss, load, csw = (median_or_none(r[i] for r in rs) for i in range(4))
             summary.append({"bench": b.name, "allocator": v.label, "env": v.env_text(),
-                            "runs": len(rs), "time_s": med(0), "peak_rss_kib": med(1),
-                            "other_load": med(2)})
+                            "runs": len(rs), "time_s": t, "peak_rss_kib": rss,
+                            "other_load": load, "csw": csw})
     add_peer_ratios(summary, "bench", "time_s", variants)
     return raw, summary
 

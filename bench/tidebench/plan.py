@@ -7,7 +7,7 @@ import time
 
 from .ebizzy import EBIZZY_CONFIGS, run_ebizzy
 from .idle import run_idle
-from .micro import MICRO_BENCHES, run_fastpath, run_micro
+from .micro import MICRO_BENCHES, SHAPE_BENCHES, run_fastpath, run_micro
 from .purge import FLOOR_SETTINGS, run_floor
 from .realloc import REALLOC_MODES, run_realloc
 
@@ -28,6 +28,7 @@ class Plan:
                    if selected(args, "ebizzy", c.name) and (c.quick or not args.quick)]
         self.configs = [(c, vs) for c, vs in configs if vs]
         self.benches = [b for b in MICRO_BENCHES if selected(args, "micro", b.name)]
+        self.shapes = [b for b in SHAPE_BENCHES if selected(args, "shapes", b.name)]
         self.do_fastpath = selected(args, "micro", "fastpath") and shutil.which("valgrind")
         self.modes = [m for m in REALLOC_MODES if selected(args, "realloc", "realloc-" + m.name)]
         self.do_idle = selected(args, "idle", "idle")
@@ -44,6 +45,7 @@ class Plan:
         self.total = (sum(len(vs) * args.runs + (len([v for v in vs if v.family != "tide"])
                                                  if strace else 0) for _, vs in self.configs)
                       + len(self.benches) * len(variants["micro"]) * args.runs
+                      + len(self.shapes) * len(variants["shapes"]) * args.runs
                       + (2 * len(variants["micro"]) if self.do_fastpath else 0)
                       + len(self.modes) * len(variants["realloc"]) * args.runs
                       + (len(variants["idle"]) * args.runs if self.do_idle else 0)
@@ -71,6 +73,9 @@ class Plan:
         if self.benches:
             res.micro_raw, res.micro_rows = timed("micro", lambda: run_micro(
                 args, runner, self.benches, variants["micro"], bindir))
+        if self.shapes:
+            res.shape_raw, res.shape_rows = timed("shapes", lambda: run_micro(
+                args, runner, self.shapes, variants["shapes"], bindir))
         if self.do_fastpath:
             res.fast_rows = timed("fastpath", lambda: run_fastpath(
                 runner, variants["micro"], bindir))
@@ -91,11 +96,13 @@ class Results:
     def __init__(self):
         self.ebizzy_raw, self.ebizzy_rows, self.floor_rows = [], [], []
         self.micro_raw, self.micro_rows, self.fast_rows = [], [], []
+        self.shape_raw, self.shape_rows = [], []
         self.realloc_raw, self.realloc_rows = [], []
         self.idle_raw, self.idle_rows = [], []
         self.took = {}
 
     def medians(self):
         """The medians by part, as verdicts.evaluate() takes them."""
-        return {"ebizzy": self.ebizzy_rows, "floor": self.floor_rows, "micro": self.micro_rows,
+        return {"ebizzy": self.ebizzy_rows, "floor": self.floor_rows,
+                "micro": self.micro_rows + self.shape_rows,
                 "fastpath": self.fast_rows, "realloc": self.realloc_rows}

@@ -133,6 +133,35 @@ def micro_markdown(micro, fastpath):
     return "\n".join(out)
 
 
+def shapes_markdown(rows):
+    """The workload shapes: time with its ratio to the fastest peer, context switches,
+    peak RSS."""
+    labels = list(dict.fromkeys(r["allocator"] for r in rows))
+    benches = list(dict.fromkeys(r["bench"] for r in rows))
+    cell = {(r["bench"], r["allocator"]): r for r in rows}
+
+    def time_cell(r):
+        return fmt(r and r["time_s"], ".3f") + (f" ({r['ratio_best_peer']:.2f}x)"
+                                               if r and r.get("ratio_best_peer") else "")
+
+    return "\n".join([
+        "#### Median time, and ratio to the fastest peer\n",
+        md_table(["allocator"] + [f"{b} s" for b in benches],
+                 [[a] + [time_cell(cell.get((b, a))) for b in benches] for a in labels]),
+        "", load_line(rows),
+        "#### Median context switches per run (voluntary + involuntary)\n",
+        md_table(["allocator"] + benches,
+                 [[a] + [fmt(cell.get((b, a)) and cell[(b, a)].get("csw"), ".0f")
+                         for b in benches] for a in labels]),
+        "",
+        "#### Peak RSS (MiB)\n",
+        md_table(["allocator"] + benches,
+                 [[a] + [fmt(cell.get((b, a)) and cell[(b, a)]["peak_rss_kib"]
+                             and cell[(b, a)]["peak_rss_kib"] / 1024, ".1f")
+                         for b in benches] for a in labels]),
+        ""])
+
+
 def fmt_ratio(r):
     if r is None:
         return "–"
@@ -300,15 +329,16 @@ def write_files(args, res):
                    "user_s", "sys_s", "peak_rss_kib", "vmas", "fork_ms", "tide_madvise_calls",
                    "other_load", "provider"])
         written += ["ebizzy.csv", "ebizzy.raw.csv"]
-    if micro_rows or fast_rows:
-        write_csv(os.path.join(args.results, "micro.csv"), micro_rows + fast_rows,
+    shape_raw, shape_rows = res.shape_raw, res.shape_rows
+    if micro_rows or fast_rows or shape_rows:
+        write_csv(os.path.join(args.results, "micro.csv"), micro_rows + shape_rows + fast_rows,
                   ["bench", "allocator", "env", "runs", "time_s", "ratio_best_peer",
-                   "peak_rss_kib", "ir_per_pair", "other_load"])
+                   "peak_rss_kib", "ir_per_pair", "csw", "other_load"])
         written.append("micro.csv")
-    if micro_raw:
-        write_csv(os.path.join(args.results, "micro.raw.csv"), micro_raw,
-                  ["bench", "allocator", "run", "time_s", "peak_rss_kib", "other_load",
-                   "provider"])
+    if micro_raw or shape_raw:
+        write_csv(os.path.join(args.results, "micro.raw.csv"), micro_raw + shape_raw,
+                  ["bench", "allocator", "run", "time_s", "peak_rss_kib", "csw", "other_load",
+                   "provider", "free_fn"])
         written.append("micro.raw.csv")
     if realloc_rows:
         flat = [dict(r, **{k: (r[k][0] if r.get(k) else None) for k in r
@@ -383,6 +413,19 @@ def latest_markdown(args, res, targets, notes):
                   "; Ir per malloc+free is callgrind's instruction count of `free(malloc(64))`, "
                   "including 9 instructions of the loop.\n")
         md.append(micro_markdown(micro_rows, fast_rows))
+    if res.shape_rows:
+        md.append("### Workload shapes\n")
+        md.append("Times of fixed work" + (" (25%, QUICK)" if args.quick else "") +
+                  ", the same total work at every thread count, on "
+                  f"{os.cpu_count()} CPUs: `churn` (2 threads; 8 and 16: `churn-8t`, "
+                  "`churn-16t`) allocates and frees 8 B – 16 KiB blocks in waves of a swinging "
+                  "working set, one block in 8 freed by the next thread; `larson` (2 threads; "
+                  "`-8t`, `-16t`) replaces random blocks of 8 – 1000 B in arrays handed from "
+                  "thread to thread, `larson-sized` frees with the allocator's sized free; "
+                  "`powers`: one thread allocates and frees 1000 blocks of each power of two "
+                  "16 – 1024 B in turn.  Context switches come from getrusage over the "
+                  "timed part: a lock convoy shows there.\n")
+        md.append(shapes_markdown(res.shape_rows))
     if realloc_rows:
         md.append("### realloc growth\n")
         md.append("One byte written to every page a growth adds, contents checked at the end.  "

@@ -31,6 +31,17 @@ TARGETS = [
     {"check": "micro_peak_rss", "bench": "mixed-1t", "ref": "jemalloc", "at_most": 1.1},
     {"check": "micro_peak_rss", "bench": "mixed-2t", "ref": "jemalloc", "at_most": 1.1},
 
+    # The workload shapes (issue 13): time against the fastest peer, 2 threads (powers: 1);
+    # with 8 and 16 threads on the machine's CPUs, no collapse.
+    {"check": "micro_time", "bench": "churn", "at_most": 1.0},
+    {"check": "micro_time", "bench": "larson", "at_most": 1.0},
+    {"check": "micro_time", "bench": "larson-sized", "at_most": 1.0},
+    {"check": "micro_time", "bench": "powers", "at_most": 1.0},
+    {"check": "micro_time", "bench": "churn-8t", "at_most": 1.1},
+    {"check": "micro_time", "bench": "churn-16t", "at_most": 1.1},
+    {"check": "micro_time", "bench": "larson-8t", "at_most": 1.1},
+    {"check": "micro_time", "bench": "larson-16t", "at_most": 1.1},
+
     # realloc growth: total time (first malloc, reallocs, touches) and the time inside
     # realloc, against glibc, jemalloc and mimalloc; and no VMA left behind.
     {"check": "realloc_ratio", "mode": "double", "time": "total_s", "ref": "glibc",

@@ -6,7 +6,7 @@ processes used NOISY of the CPUs or more says "(noisy)"."""
 
 from .allocators import FAMILIES, purge_label, tide_conf_of
 from .ebizzy import EBIZZY_CONFIGS
-from .micro import MICRO_BENCHES
+from .micro import MICRO_BENCHES, SHAPE_BENCHES
 from .purge import PURGE_EVERY_FREE
 from .realloc import REALLOC_MODES, bounded_ratio
 from .report import fmt_ratio
@@ -194,7 +194,8 @@ PARTS = ("ebizzy", "floor", "micro", "fastpath", "realloc")
 
 def validate(targets):
     """Raises ValueError for a target that names an unknown check, field or row set."""
-    known = {"config": {c.name for c in EBIZZY_CONFIGS}, "bench": {b.name for b in MICRO_BENCHES},
+    known = {"config": {c.name for c in EBIZZY_CONFIGS},
+             "bench": {b.name for b in MICRO_BENCHES + SHAPE_BENCHES},
              "mode": {m.name for m in REALLOC_MODES}, "time": {"total_s", "realloc_s"},
              "peer": set(PURGE_EVERY_FREE), "purge": {"none", "dontneed", "free"}}
     for i, t in enumerate(targets):
