@@ -60,6 +60,7 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
             for (unsigned i = 0; i < sc_nregs[cls]; i++)
                 ((void **)(slab->addr + i * size))[1] = (void *)FREELIST_FRESH;
             bin->nslabs++;
+            bin->nslabs_made++;
             rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
         }
         TIDE_ASSERT(slab->nfree > 0 && slab->nfree <= sc_nregs[cls]);
@@ -252,6 +253,7 @@ void arenas_stats(arena_stats_t *out)
             lock_acquire(&bin->lock);
             out->allocated += bin->nregs_live * sc_size[c];
             out->nslabs += bin->nslabs;
+            out->nslabs_made += bin->nslabs_made;
             lock_release(&bin->lock);
         }
     }

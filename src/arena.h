@@ -17,6 +17,7 @@ typedef struct bin_s {
     rb_root_t nonfull;   /* slabs with a free region, by address */
     size_t nslabs;       /* live slabs */
     size_t nregs_live;   /* regions handed out (to threads' caches or the program) */
+    size_t nslabs_made;  /* slabs it took from the page heap, ever */
 } TIDE_ALIGNED_CL bin_t;
 
 typedef struct arena_s {
@@ -52,6 +53,7 @@ void arenas_reinit_locks(void);
 typedef struct arena_stats_s {
     size_t allocated; /* bytes of small regions handed out */
     size_t nslabs;
+    size_t nslabs_made;
 } arena_stats_t;
 void arenas_stats(arena_stats_t *out);
 
