@@ -105,6 +105,7 @@ typedef struct tide_stats_s {
     uint64_t prof_backtraces; /* stacks taken with glibc's backtrace() */
     uint64_t prof_dumps;      /* profiles written */
     uint64_t nslabs_made;     /* slabs cut from the page heap since the process started */
+    uint64_t nslabs_empty;    /* empty slabs the bins keep at hand (counted in nslabs) */
 } tide_stats_t;
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */

@@ -4,11 +4,21 @@
 #include <errno.h>
 #include <string.h>
 
+#include "conf.h"
 #include "freelist.h"
 #include "meta.h"
+#include "os.h"
 #include "pagemap.h"
 #include "report.h"
 #include "size_class.h"
+
+/* How many empty slabs the bins keep at hand: a bin up to 1 MiB of them, an arena up to
+ * 4 MiB over all its bins; the purge path gives back what stays unused for decay_ms.
+ * bench/powers frees 1000 blocks of 1024 B a round: what the thread cache (128 of them)
+ * and the transfer cache (up to 512 KiB, less when other classes fill the arena's 1 MiB)
+ * do not take empties up to 218 one-page slabs (872 KiB), wanted again a moment later. */
+#define KEEP_BIN_PAGES (MiB >> LG_PAGE)
+#define KEEP_ARENA_PAGES ((4 * MiB) >> LG_PAGE)
 
 arena_t **arenas;
 unsigned narenas;
@@ -29,14 +39,46 @@ int arenas_init(unsigned n)
         if (!a)
             return ENOMEM;
         a->ind = i;
-        for (unsigned c = 0; c < SC_NSMALL; c++)
+        for (unsigned c = 0; c < SC_NSMALL; c++) {
             lock_init(&a->bins[c].lock);
+            list_init(&a->bins[c].empty);
+        }
         arenas[i] = a;
     }
     narenas = n;
     return 0;
 }
 
+
+/* SLAB, on BIN's list of empty slabs, is about to be used: off the list.  Bin lock held. */
+static void unkeep(arena_t *a, bin_t *bin, extent_t *slab)
+{
+    list_remove(&slab->lru);
+    ATOMIC_STORE(&bin->nempty, bin->nempty - 1);
+    ATOMIC_SUB(&a->empty_pages, slab->npages);
+}
+
+/* Whether SLAB, just emptied, stays in BIN (on its list of empty slabs) rather than go
+ * back to the page heap: always when it is the bin's only non-full slab (a bin that
+ * empties and refills one slab must not cut it anew each time), else within the bounds,
+ * and never under decay_ms 0, where every free purges at once.  *NOW: the clock, read
+ * once per caller.  Bin lock held. */
+static bool keep_empty(arena_t *a, bin_t *bin, extent_t *slab, uint64_t *now)
+{
+    const rb_node_t *root = bin->nonfull.node;
+    if (root->left || root->right) {
+        if (ATOMIC_LOAD(&conf.decay_ms) == 0 || (bin->nempty + 1) * slab->npages > KEEP_BIN_PAGES ||
+            ATOMIC_LOAD(&a->empty_pages) + slab->npages > KEEP_ARENA_PAGES)
+            return false;
+    }
+    if (!*now)
+        *now = os_now_ns();
+    slab->stamp = *now;
+    list_push_back(&bin->empty, &slab->lru);
+    ATOMIC_STORE(&bin->nempty, bin->nempty + 1);
+    ATOMIC_ADD(&a->empty_pages, slab->npages);
+    return true;
+}
 
 unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
 {
@@ -50,15 +92,19 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
         extent_t *slab;
         if (node) {
             slab = container_of(node, extent_t, rb);
+            if (!list_empty(&slab->lru))
+                unkeep(arenas[ai], bin, slab);
         } else {
             slab = extent_alloc_slab(cls, ai);
             if (!slab)
                 break;
             /* A region never handed out holds the fresh mark until malloc returns it: a
              * free of it is looked at closely (freelist.h), not taken into a cache to be
-             * handed out twice. */
+             * handed out twice.  (A kept slab taken again needs none: its regions hold
+             * the key, or the mark still, until malloc hands them out.) */
             for (unsigned i = 0; i < sc_nregs[cls]; i++)
                 ((void **)(slab->addr + i * size))[1] = (void *)FREELIST_FRESH;
+            list_init(&slab->lru); /* on no list of empty slabs */
             bin->nslabs++;
             bin->nslabs_made++;
             rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
@@ -126,80 +172,81 @@ bool arena_region_is_free(extent_t *slab, uintptr_t p)
     return is_free;
 }
 
-/* Give back N (at most 256) objects of CLS whose slabs are SLABS[i]. */
+/* Give back N (at most 256) objects of CLS whose slabs are SLABS[i]: how many slabs
+ * they emptied (kept in their bins or given back). */
 static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned n, unsigned cls, const char *caller);
 
 unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
 {
     extent_t *slabs[256];
-    unsigned freed = 0;
+    unsigned emptied = 0;
     while (n > 0) {
         unsigned batch = MIN(n, 256u);
         for (unsigned i = 0; i < batch; i++)
             slabs[i] = slab_of((uintptr_t)objs[i], cls, caller);
-        freed += return_to_slabs(objs, slabs, batch, cls, caller);
+        emptied += return_to_slabs(objs, slabs, batch, cls, caller);
         objs += batch;
         n -= batch;
     }
-    return freed;
+    return emptied;
 }
 
 static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, unsigned cls, const char *caller)
 {
-    extent_t *empty[256];
-    unsigned nempty = 0, freed = 0;
-    {
-        /* One lock round per arena met in the batch: the first object's arena, the
-         * objects of other arenas are kept for the next round. */
-        unsigned left = batch;
-        while (left > 0) {
-            unsigned ai = slabs[0]->arena, keep = 0;
-            bin_t *bin = &arenas[ai]->bins[cls];
-            lock_acquire(&bin->lock);
-            for (unsigned i = 0; i < left; i++) {
-                extent_t *slab = slabs[i];
-                uintptr_t p = (uintptr_t)objs[i];
-                if (slab->arena != ai) {
-                    slabs[keep] = slab;
-                    objs[keep++] = (void *)p;
-                    continue;
-                }
-                unsigned idx = region_index(slab, p, caller);
-                uint64_t bit = (uint64_t)1 << (idx & 63);
-                if (unlikely(slab->bitmap[idx >> 6] & bit)) {
-                    lock_release(&bin->lock);
-                    report_double_free(caller, (void *)p);
-                }
-                slab->bitmap[idx >> 6] |= bit;
-                slab->nfree++;
-                TIDE_ASSERT(slab->nfree <= sc_nregs[cls]);
-                if (slab->nfree == 1) {
-                    rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
-                } else if (slab->nfree == sc_nregs[cls] && bin->nonfull.node != NULL &&
-                           (bin->nonfull.node->left || bin->nonfull.node->right)) {
-                    /* Empty and not the bin's last non-full slab: back to the page heap. */
+    extent_t *give[256];
+    unsigned ngive = 0, emptied = 0;
+    uint64_t now = 0;
+    /* One lock round per arena met in the batch: the first object's arena, the objects of
+     * other arenas are kept for the next round. */
+    unsigned left = batch;
+    while (left > 0) {
+        unsigned ai = slabs[0]->arena, keep = 0;
+        arena_t *a = arenas[ai];
+        bin_t *bin = &a->bins[cls];
+        lock_acquire(&bin->lock);
+        for (unsigned i = 0; i < left; i++) {
+            extent_t *slab = slabs[i];
+            uintptr_t p = (uintptr_t)objs[i];
+            if (slab->arena != ai) {
+                slabs[keep] = slab;
+                objs[keep++] = (void *)p;
+                continue;
+            }
+            unsigned idx = region_index(slab, p, caller);
+            uint64_t bit = (uint64_t)1 << (idx & 63);
+            if (unlikely(slab->bitmap[idx >> 6] & bit)) {
+                lock_release(&bin->lock);
+                report_double_free(caller, (void *)p);
+            }
+            slab->bitmap[idx >> 6] |= bit;
+            slab->nfree++;
+            TIDE_ASSERT(slab->nfree <= sc_nregs[cls]);
+            if (slab->nfree == 1) {
+                rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
+            } else if (slab->nfree == sc_nregs[cls]) {
+                emptied++;
+                if (!keep_empty(a, bin, slab, &now)) {
                     rb_erase(&slab->rb, &bin->nonfull);
                     bin->nslabs--;
-                    empty[nempty++] = slab;
+                    give[ngive++] = slab;
                 }
             }
-            bin->nregs_live -= left - keep;
-            lock_release(&bin->lock);
-            for (unsigned i = 0; i < nempty; i++)
-                extent_free(empty[i], NULL);
-            freed += nempty;
-            nempty = 0;
-            left = keep;
         }
+        bin->nregs_live -= left - keep;
+        lock_release(&bin->lock);
+        for (unsigned i = 0; i < ngive; i++)
+            extent_free(give[i], NULL);
+        ngive = 0;
+        left = keep;
     }
-    return freed;
+    return emptied;
 }
 
 unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char *caller)
 {
     void *objs[256];
     extent_t *slabs[256];
-    unsigned n = 0, freed = 0;
+    unsigned n = 0, emptied = 0;
     void **p = head;
     extent_t *slab = p ? slab_of((uintptr_t)p, cls, caller) : NULL;
     while (p) {
@@ -216,11 +263,46 @@ unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char 
         p = next;
         slab = next_slab;
         if (n == ARRAY_SIZE(objs) || !p) {
-            freed += return_to_slabs(objs, slabs, n, cls, caller);
+            emptied += return_to_slabs(objs, slabs, n, cls, caller);
             n = 0;
         }
     }
-    return freed;
+    return emptied;
+}
+
+void arena_release_empty(uint64_t older_than)
+{
+    for (unsigned i = 0; i < narenas; i++) {
+        arena_t *a = arenas[i];
+        for (unsigned c = 0; c < SC_NSMALL && ATOMIC_LOAD(&a->empty_pages) != 0; c++) {
+            bin_t *bin = &a->bins[c];
+            for (bool more = ATOMIC_LOAD(&bin->nempty) != 0; more;) {
+                extent_t *batch[64];
+                unsigned n = 0;
+                lock_acquire(&bin->lock);
+                for (list_node_t *l; n < ARRAY_SIZE(batch) && (l = list_first(&bin->empty)) != NULL;) {
+                    extent_t *slab = container_of(l, extent_t, lru);
+                    if (slab->stamp > older_than)
+                        break;
+                    unkeep(a, bin, slab);
+                    rb_erase(&slab->rb, &bin->nonfull);
+                    bin->nslabs--;
+                    batch[n++] = slab;
+                }
+                lock_release(&bin->lock);
+                extent_free_aged(batch, n);
+                more = n == ARRAY_SIZE(batch);
+            }
+        }
+    }
+}
+
+bool arena_holds_empty(void)
+{
+    for (unsigned i = 0; i < narenas; i++)
+        if (ATOMIC_LOAD(&arenas[i]->empty_pages) != 0)
+            return true;
+    return false;
 }
 
 void arenas_lock_all(void)
@@ -254,6 +336,7 @@ void arenas_stats(arena_stats_t *out)
             out->allocated += bin->nregs_live * sc_size[c];
             out->nslabs += bin->nslabs;
             out->nslabs_made += bin->nslabs_made;
+            out->nslabs_empty += bin->nempty;
             lock_release(&bin->lock);
         }
     }

@@ -3,7 +3,10 @@
  * Threads are spread over the arenas (4 per CPU by default) so that refills and
  * flushes from different threads rarely meet on a lock.  Each bin has its own lock
  * and keeps its non-full slabs in address order, so allocation packs the lowest
- * slabs first and the highest ones drain and go back to the page heap. */
+ * slabs first and the highest ones drain.  A slab that empties stays in its bin, on
+ * the bin's list of empty slabs (up to a bound), so that a refill a moment later finds
+ * it instead of cutting a new one from the page heap; the purge path gives back those
+ * that stayed empty for decay_ms (arena_release_empty). */
 #ifndef TIDE_ARENA_H
 #define TIDE_ARENA_H
 
@@ -14,7 +17,9 @@
 
 typedef struct bin_s {
     lock_t lock;
-    rb_root_t nonfull;   /* slabs with a free region, by address */
+    rb_root_t nonfull;   /* slabs with a free region, by address (the empty ones too) */
+    list_node_t empty;   /* the empty slabs kept, by when they emptied (oldest first) */
+    size_t nempty;       /* how many (atomic: read without the lock) */
     size_t nslabs;       /* live slabs */
     size_t nregs_live;   /* regions handed out (to threads' caches or the program) */
     size_t nslabs_made;  /* slabs it took from the page heap, ever */
@@ -23,6 +28,7 @@ typedef struct bin_s {
 typedef struct arena_s {
     unsigned ind;
     unsigned nthreads; /* threads placed on it (atomic; the thread layer counts them) */
+    size_t empty_pages; /* pages of the empty slabs its bins keep (atomic) */
     bin_t bins[SC_NSMALL];
 } arena_t;
 
@@ -36,14 +42,21 @@ int arenas_init(unsigned n);
  * (freelist.h), lowest address first.  Returns how many; *HEAD gets the list. */
 unsigned arena_fill(unsigned arena, unsigned cls, void **head, unsigned n);
 /* Return N small regions of class CLS (from any arenas) to their slabs, aborting with
- * CALLER's name on a double free.  Returns how many emptied slabs went back to the page
- * heap (then dirty: the caller tells background_after_free). */
+ * CALLER's name on a double free.  Returns how many slabs emptied: kept by their bin or
+ * given back to the page heap (then dirty); either way the caller tells
+ * background_after_free, so that the purge path comes back for them. */
 unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller);
 /* The same for a list of COUNT of them (freelist.h); a longer list is corrupted. */
 unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char *caller);
 /* Whether small region P (of a live slab) is free in its slab: a double free, or a free of
  * a region never handed out. */
 bool arena_region_is_free(extent_t *slab, uintptr_t p);
+/* Give the empty slabs the bins keep back to the page heap, those kept since OLDER_THAN
+ * (ns, os_now_ns) or before; UINT64_MAX: all.  They become dirty as of when they emptied,
+ * so a purge pass right after takes the ones that have decayed.  No lock held. */
+void arena_release_empty(uint64_t older_than);
+/* Whether any bin keeps an empty slab (a racy peek, for the purger thread's sleep). */
+bool arena_holds_empty(void);
 
 /* For fork: every bin lock of every arena, in a fixed order. */
 void arenas_lock_all(void);
@@ -54,6 +67,7 @@ typedef struct arena_stats_s {
     size_t allocated; /* bytes of small regions handed out */
     size_t nslabs;
     size_t nslabs_made;
+    size_t nslabs_empty; /* empty slabs the bins keep */
 } arena_stats_t;
 void arenas_stats(arena_stats_t *out);
 

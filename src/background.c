@@ -3,8 +3,8 @@
  *
  * The thread starts lazily, at a free that leaves dirty pages, and only once the program
  * has a second thread of its own under background:auto (the default; see bg_wanted); it
- * sleeps until the oldest dirty run is due, drains the transfer caches nobody took from,
- * then purges. */
+ * sleeps until the oldest dirty run is due, gives back the empty slabs the bins kept
+ * unused for decay_ms, purges, then drains the transfer caches nobody took from. */
 #include "background.h"
 
 #include <errno.h>
@@ -13,6 +13,7 @@
 #include <sys/single_threaded.h>
 #include <time.h>
 
+#include "arena.h"
 #include "conf.h"
 #include "extent.h"
 #include "lock.h"
@@ -25,13 +26,17 @@ static pthread_cond_t bg_cond;
 static int bg_state;  /* 0 not started, 1 starting/running (atomic) */
 static int bg_asleep; /* sleeping with nothing dirty: wake it on the next free (atomic) */
 
-/* Purge what has decayed, then give the lists idling in transfer caches back to their
- * slabs.  In that order: a slab the drain empties is dirty from now on, and merged into a
- * decayed dirty run beside it it would make the whole run young again (a merged run
- * keeps its newest stamp), keeping it resident for one more decay (178 MiB of a 1 GiB
- * burst, in test/system/purge's single_threaded_program_purges_at_its_next_calls). */
+/* Give back the empty slabs the bins kept since OLDER_THAN (they are dirty as of when
+ * they emptied, so this pass purges them: an idle process's kept slabs go back within
+ * two decays), purge what has decayed, then give the lists idling in transfer caches back
+ * to their slabs.  The drain comes last: a slab it empties that its bin does not keep is
+ * dirty from now on, and merged into a decayed dirty run beside it it would make the
+ * whole run young again (a merged run keeps its newest stamp), keeping it resident for
+ * one more decay (178 MiB of a 1 GiB burst, in test/system/purge's
+ * single_threaded_program_purges_at_its_next_calls). */
 static void purge_then_drain(uint64_t older_than, long policy, bool wait)
 {
+    arena_release_empty(older_than);
     purge_pass(older_than, policy, wait, false);
     transfer_drain_idle();
 }
@@ -68,7 +73,8 @@ static void *bg_main(void *arg)
         lock_acquire(&pageheap.lock);
         bool any_dirty = extent_oldest_dirty() != 0;
         lock_release(&pageheap.lock);
-        if (!any_dirty) {
+        /* Kept slabs come due too: a pass with nothing dirty sets the next one decay_ms on. */
+        if (!any_dirty && !arena_holds_empty()) {
             ATOMIC_STORE(&bg_asleep, 1);
             pthread_cond_wait(&bg_cond, &bg_mutex);
             continue;

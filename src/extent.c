@@ -546,6 +546,16 @@ void extent_free_many(extent_t *const *v, unsigned n, extent_hint_t *hint)
     lock_release(&pageheap.lock);
 }
 
+void extent_free_aged(extent_t *const *v, unsigned n)
+{
+    if (n == 0)
+        return;
+    lock_acquire(&pageheap.lock);
+    for (unsigned i = 0; i < n; i++)
+        free_locked(v[i], v[i]->stamp, NULL);
+    lock_release(&pageheap.lock);
+}
+
 /* Whether a block may grow in place by extending the range by NPAGES: only while the
  * range stays within twice the pages in use, else it had better move into the free space
  * the range already has (VSZ stays a small factor of what is used).  Lock held. */

@@ -47,8 +47,9 @@ typedef struct extent_s {
     uint16_t nfree;    /* slab: free regions */
     uint16_t arena;    /* slab: the arena whose bin owns it */
     rb_node_t rb;      /* free: page-heap tree by (npages, addr); slab: bin's non-full tree */
-    list_node_t lru;   /* dirty: the page heap's age order (oldest first) */
-    uint64_t stamp;    /* dirty: when it was freed (ns) */
+    list_node_t lru;   /* dirty: the page heap's age order (oldest first); slab: on its
+                          bin's list of empty slabs, or self-linked */
+    uint64_t stamp;    /* dirty: when it was freed (ns); slab on that list: when it emptied */
     size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
     uint8_t moved_pieces; /* ... how many such VMAs */
     uint8_t freed;        /* free: EXTENT_FREED_* (first pages of freed large blocks) */
@@ -108,6 +109,9 @@ void extent_free(extent_t *e, extent_hint_t *hint);
 /* The same for N extents in one round of the page-heap lock (a thread cache's flush of
  * a large class: one lock round instead of one per block). */
 void extent_free_many(extent_t *const *v, unsigned n, extent_hint_t *hint);
+/* The same for N empty slabs a bin kept, each dirty as of its stamp (when it emptied),
+ * so that the decay counts the time it was kept. */
+void extent_free_aged(extent_t *const *v, unsigned n);
 /* Grow or shrink large block E in place to NPAGES; false when the pages after it are
  * not free. */
 bool extent_resize(extent_t *e, size_t npages);

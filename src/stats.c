@@ -39,6 +39,7 @@ void stats_collect(tide_stats_t *s, bool expensive)
     s->nfree_large = ph.nlarge_free;
     s->nslabs = ph.nslabs;
     s->nslabs_made = ar.nslabs_made;
+    s->nslabs_empty = ar.nslabs_empty;
     for (int a = 0; a < OS_ADV_COUNT; a++) {
         s->madvise_calls[a] = ATOMIC_LOAD(&os_counters.madvise_calls[a]);
         s->madvise_bytes[a] = ATOMIC_LOAD(&os_counters.madvise_bytes[a]);
@@ -91,7 +92,7 @@ void stats_collect(tide_stats_t *s, bool expensive)
     X(process_madvise_calls) X(process_madvise_bytes) X(purges) X(purged_bytes) X(grows)       \
     X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
     X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas) X(named) X(prof_samples) X(prof_live_samples)   \
-    X(prof_stacks) X(prof_frame_walks) X(prof_backtraces) X(prof_dumps) X(nslabs_made)
+    X(prof_stacks) X(prof_frame_walks) X(prof_backtraces) X(prof_dumps) X(nslabs_made) X(nslabs_empty)
 
 void stats_print(int json)
 {

@@ -274,6 +274,7 @@ size_t tcache_trim(void)
 {
     tcache_flush_self();
     transfer_drain();
+    arena_release_empty(UINT64_MAX);
     return purge_all();
 }
 
