@@ -3,7 +3,8 @@
  * With every lock held, walk each range from base to end through the page map and check
  * that extents tile it exactly, that every page-map entry the fast path may read is
  * right, that free runs are coalesced and counted, that slab bitmaps agree with their
- * counts, and that the statistics reconcile. */
+ * counts, that the empty slabs the bins keep are empty slabs of their bin, and that the
+ * statistics reconcile. */
 #include "check.h"
 
 #include <errno.h>
@@ -84,6 +85,36 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
     return a == end ? 0 : check_fail("extents overrun the range", a);
 }
 
+/* Every slab on a bin's list of empty slabs is a live, empty slab of that bin (the page
+ * map leads to it: the range walk checked it), and the counts agree.  Bin locks and the
+ * page-heap lock held. */
+static int check_kept_slabs(void)
+{
+    for (unsigned i = 0; i < narenas; i++) {
+        size_t pages = 0;
+        for (unsigned c = 0; c < SC_NSMALL; c++) {
+            const bin_t *bin = &arenas[i]->bins[c];
+            size_t n = 0;
+            for (const list_node_t *l = bin->empty.next; l != &bin->empty; l = l->next, n++) {
+                const extent_t *slab = container_of(l, extent_t, lru);
+                /* (Bounded: a list that loops is caught here, not walked for ever.) */
+                if (n >= bin->nslabs)
+                    return check_fail("a bin's list of kept slabs is longer than its slabs", n);
+                if (slab->state != EXTENT_SLAB || slab->cls != c || slab->arena != i ||
+                    slab->nfree != sc_nregs[c] ||
+                    pm_read(extent_range(slab), slab->addr) != pm_slab_page(slab, c, 0))
+                    return check_fail("a kept slab that is not an empty slab of its bin", slab->addr);
+                pages += slab->npages;
+            }
+            if (n != bin->nempty)
+                return check_fail("a bin's count of kept slabs disagrees with its list", n);
+        }
+        if (pages != arenas[i]->empty_pages)
+            return check_fail("an arena's pages of kept slabs disagree with its bins", pages);
+    }
+    return 0;
+}
+
 int check_heap(void)
 {
     int err = 0;
@@ -93,6 +124,8 @@ int check_heap(void)
     unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
     for (unsigned i = 0; i < n && !err; i++)
         err = walk_range(&region.ranges[i], npages, &active, &slab, &meta);
+    if (!err)
+        err = check_kept_slabs();
     if (!err) {
         for (unsigned s = 0; s < EXTENT_NFREE && !err; s++)
             if (npages[s] != pageheap.npages[s])
