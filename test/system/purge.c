@@ -541,6 +541,82 @@ Test(stats, json_and_text_printing)
     free(buf);
 }
 
+/* ---- empty slabs kept at hand -------------------------------------------------------- */
+
+/* bench/powers' shape: 1000 blocks of each power of two 16..1024 B allocated, then freed;
+ * more than the thread cache keeps, so every round empties slabs and needs them again. */
+static void power_rounds(int rounds)
+{
+    static void *objs[1000];
+    for (int r = 0; r < rounds; r++)
+        for (size_t size = 16; size <= 1024; size *= 2) {
+            for (int i = 0; i < 1000; i++) {
+                objs[i] = malloc(size);
+                cr_assert(objs[i] != NULL);
+                *(char *)objs[i] = (char)i;
+            }
+            for (int i = 0; i < 1000; i++)
+                free(objs[i]);
+        }
+}
+
+/* decay_ms:-1 in these: a kept slab is given back after decay_ms unused, and how long a
+ * round takes must not decide what is counted. */
+Test(slabs, emptied_slabs_are_kept_for_the_next_round, .timeout = 60)
+{
+    tide_conf_set("decay_ms", "-1");
+    power_rounds(3); /* the caches have grown, the slabs are cut */
+    tide_stats_t s0, s1;
+    tide_stats_get(&s0, sizeof s0);
+    power_rounds(20);
+    tide_stats_get(&s1, sizeof s1);
+    cr_expect_eq(s1.nslabs_made, s0.nslabs_made,
+                 "20 more rounds cut %lu slabs (%lu before them): emptied slabs went back to the page heap",
+                 (unsigned long)(s1.nslabs_made - s0.nslabs_made), (unsigned long)s0.nslabs_made);
+    cr_expect_eq(tide_check(), 0);
+}
+
+Test(slabs, kept_slabs_go_back_at_malloc_trim, .timeout = 60)
+{
+    tide_conf_set("purge", "dontneed");
+    tide_conf_set("decay_ms", "-1");
+    power_rounds(3);
+    tide_stats_t s1, s2;
+    tide_stats_get(&s1, sizeof s1);
+    cr_assert_gt(s1.nslabs_empty, 0, "the bins keep the slabs the rounds emptied");
+    cr_expect_eq(tide_check(), 0);
+    cr_expect_eq(malloc_trim(0), 1);
+    tide_stats_get(&s2, sizeof s2);
+    cr_expect_eq(s2.nslabs_empty, 0, "malloc_trim left %lu empty slabs in the bins", (unsigned long)s2.nslabs_empty);
+    cr_expect_leq(s2.nslabs + s1.nslabs_empty, s1.nslabs, "%lu slabs live after malloc_trim, %lu before, %lu kept",
+                  (unsigned long)s2.nslabs, (unsigned long)s1.nslabs, (unsigned long)s1.nslabs_empty);
+    cr_expect_eq(s2.dirty, 0, "the kept slabs were purged with the rest");
+    cr_expect_eq(tide_check(), 0);
+}
+
+/* The purger thread (this process has a second thread) or, without one, the large
+ * mallocs and frees (background_tick) give the kept slabs back once they stayed unused
+ * for decay_ms. */
+Test(slabs, kept_slabs_go_back_after_decay, .timeout = 120)
+{
+    tide_conf_set("purge", "dontneed");
+    tide_conf_set("decay_ms", "-1");
+    power_rounds(3);
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    cr_assert_gt(s.nslabs_empty, 0);
+    tide_conf_set("decay_ms", "20");
+    /* A liveness bound only (60 s), not a speed one. */
+    for (int i = 0; i < 6000 && s.nslabs_empty > 0; i++) {
+        usleep(10000);
+        void *volatile big = malloc(1 << 20); /* volatile: the pair must not be folded away */
+        free(big);
+        tide_stats_get(&s, sizeof s);
+    }
+    cr_expect_eq(s.nslabs_empty, 0, "%lu empty slabs still kept long after decay_ms", (unsigned long)s.nslabs_empty);
+    cr_expect_eq(tide_check(), 0);
+}
+
 Test(calloc, never_returns_stale_data_after_madv_free, .timeout = 60)
 {
     tide_conf_set("purge", "free");
