@@ -36,7 +36,7 @@
 #define MIN_SIZE 8
 #define MAX_SIZE 1000
 #define OPS_PER_TURN 1024
-#define OPS 600000ULL /* replacements, in total */
+#define OPS 1000000ULL /* replacements, in total */
 #define MAX_THREADS 64
 #define MAX_ARRAYS (2 * MAX_THREADS)
 
