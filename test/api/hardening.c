@@ -9,7 +9,10 @@
  *                           double-free key), free(p): the loop the second free made is
  *                           found before malloc hands p out twice;
  *   a slot never handed out free() of a region of a live slab that malloc never returned
- *                           (in the slab, or in the thread's cache) is an invalid pointer.
+ *                           (in the slab, or in the thread's cache) is an invalid pointer;
+ *   a kept empty slab       a block whose slab emptied and stays in its bin, freed again,
+ *                           is a double free (its regions keep their key when kept, and
+ *                           handed out again they free cleanly).
  * And one false alarm that must not be: a large block whose pages still hold a slab's
  * mark, shrunk by realloc into a small block and freed.
  * (The double frees of large blocks are in misuse.c.)  Each attack runs in a child.
@@ -161,4 +164,48 @@ Test(hardening, a_mark_left_in_a_large_block_is_no_invalid_pointer_when_realloc_
 {
     stale_mark_case(100 << 10);
     stale_mark_case(3 << 20);
+}
+
+/* ---- slabs kept empty in their bin ----------------------------------------------------- */
+
+/* A slab whose regions were all freed stays in its bin (arena.c) with what each region held
+ * when freed: handed out again, a region frees as any other; freed twice, it is a double
+ * free, told by its key and its bitmap bit, not taken for a pointer tide never gave. */
+#define KEPT_N 1000 /* 250 one-page slabs: all kept (a bin keeps up to 1 MiB) */
+static int kept_slab(void *arg)
+{
+    (void)arg;
+    static void *p[KEPT_N];
+    tide_conf_set("decay_ms", "-1"); /* nothing is given back meanwhile */
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < KEPT_N; i++)
+            if (!(p[i] = malloc(1024)))
+                return 2;
+        for (int i = 0; i < KEPT_N; i++)
+            free(p[i]);
+    }
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    if (s.nslabs_empty == 0)
+        return 3; /* no slab kept: the case this is about did not happen */
+    if (tide_check() != 0)
+        return 4;
+    /* Freed past what the transfer cache took (512 KiB of the class) and before what the
+     * thread cache (128) holds at the end: in a slab that emptied. */
+    free(p[700]);
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, a_double_free_into_a_kept_empty_slab_aborts, .timeout = 60)
+{
+    struct tt_child_spec spec = { .fn = kept_slab, .timeout_s = 60 };
+    struct tt_child c;
+    cr_assert_eq(tt_child_run(&spec, &c), 0);
+    cr_assert(!tt_child_exited(&c, 2) && !tt_child_exited(&c, 3) && !tt_child_exited(&c, 4),
+              "the setting up failed (2: malloc, 3: no slab kept, 4: tide_check): stderr: %s", c.err);
+    char how[96];
+    cr_expect(tt_child_signalled(&c, SIGABRT), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
+    cr_expect(strncmp(c.err, "tide: free(): double free 0x", 28) == 0, "stderr was \"%s\"", c.err);
+    tt_child_free(&c);
 }
