@@ -396,7 +396,10 @@ Test(prof, wrapper_profiles_with_prof_and_says_how_to_read_it, .timeout = 120)
     tmpdir(dir, sizeof dir);
     snprintf(prefix, sizeof prefix, "%s/w", dir);
     snprintf(lib, sizeof lib, "TIDE_LIB=%s", TIDE_SO);
-    const char *argv[] = { TIDE_WRAPPER, "--prof", prefix, "--", PROF_PROBE, "grow", "16", NULL };
+    /* 16 MiB in samples of 16 KiB on average: about 1,000 samples, so the estimate is within
+     * a few percent (at the default 512 KiB, about 32 samples: off by a third one run in
+     * twenty or so). */
+    const char *argv[] = { TIDE_WRAPPER, "-c", "prof_sample:16k", "--prof", prefix, "--", PROF_PROBE, "grow", "16", NULL };
     struct tt_child r = run(argv, NULL, (const char *[]){ lib, NULL });
     char how[128];
     cr_assert(tt_child_exited(&r, 0), "tide --prof %s:\n%s", tt_child_how(&r, how, sizeof how), r.err);
