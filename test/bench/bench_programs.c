@@ -1,10 +1,10 @@
 /*
- * bench_programs.c - bench/realloc, bench/idle, bench/prodcons and bench/purge_floor
- * really run,
- * briefly, under glibc and tide: they exit 0, print every "key value" line run.py reads,
- * find tide's counters and ranges through their weak references, the idle benchmark sees
- * tide give a freed burst back to the kernel within its idle period, and prodcons
- * delivers every block in order in each placement (a lost wake-up would hang it).
+ * bench_programs.c - bench/realloc, bench/idle, bench/prodcons, bench/purge_floor and the
+ * workload shapes (churn, larson, powers) really run, briefly, under glibc and tide: they
+ * exit 0, print every "key value" line run.py reads, find tide's counters and ranges
+ * through their weak references, the idle benchmark sees tide give a freed burst back to
+ * the kernel within its idle period, and prodcons delivers every block in order in each
+ * placement (a lost wake-up would hang it).
  */
 #include "config.h"
 
@@ -327,4 +327,70 @@ Test(bench_purge_floor, bad_arguments, .timeout = 10)
         cr_expect(strstr(r.err, "purge_floor") != NULL, "%s: %s", bad[i], r.err);
         run_result_free(&r);
     }
+}
+
+/* ---- the workload shapes: bench/churn, bench/larson, bench/powers ---- */
+
+/* PATH with ARGS under PRELOAD (NULL: glibc) exits 0 and prints every line run.py reads,
+ * and its malloc came from the library preloaded.  R keeps the output (caller frees). */
+static void expect_shape_runs(struct run_result *r, const char *path, const char *preload,
+                              const char *const args[])
+{
+    run_bench(r, path, preload, NULL, args);
+    double t = number(r->out, "elapsed_s");
+    cr_expect(t > 0 && t < 60, "%s:\n%s", path, r->out);
+    cr_expect_geq(number(r->out, "csw"), 0, "%s:\n%s", path, r->out);
+    cr_expect_gt(number(r->out, "peak_rss_kib"), 0, "%s:\n%s", path, r->out);
+    const char *provider = value_of(r->out, "allocator");
+    cr_assert(provider != NULL, "%s:\n%s", path, r->out);
+    cr_expect(strstr(provider, preload ? "libtide" : "libc.so") != NULL, "%s:\n%s", path, r->out);
+}
+
+static void expect_shapes(const char *preload)
+{
+    static const char *const threads[] = { "1", "2", "8", "16" };
+    static const char *const paths[] = { CHURN_PATH, LARSON_PATH, POWERS_PATH };
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++)
+        for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+            const char *args[] = { "-w", "1", "-t", threads[t], NULL };
+            struct run_result r;
+            expect_shape_runs(&r, paths[p], preload, args);
+            run_result_free(&r);
+        }
+}
+
+Test(bench_shapes, under_glibc, .timeout = 120) { expect_shapes(NULL); }
+
+Test(bench_shapes, under_tide, .timeout = 120) { expect_shapes(TIDE_LIB); }
+
+/* --sized frees through the sized free the allocator has: tide's free_sized, and plain
+ * free under glibc 2.36, which has none. */
+Test(bench_shapes, larson_sized_finds_the_sized_free, .timeout = 60)
+{
+    const char *args[] = { "-w", "1", "--sized", NULL };
+    struct run_result r;
+    expect_shape_runs(&r, LARSON_PATH, TIDE_LIB, args);
+    cr_expect(!strncmp(value_of(r.out, "free_fn"), "free_sized\n", 11), "%s", r.out);
+    run_result_free(&r);
+    expect_shape_runs(&r, LARSON_PATH, NULL, args);
+    cr_expect(!strncmp(value_of(r.out, "free_fn"), "free\n", 5), "%s", r.out);
+    run_result_free(&r);
+}
+
+Test(bench_shapes, bad_arguments, .timeout = 10)
+{
+    static const char *const paths[] = { CHURN_PATH, LARSON_PATH, POWERS_PATH };
+    static const char *const bad[][3] = {
+        { "-t", "0", NULL }, { "-t", "65", NULL }, { "-w", "0", NULL }, { "extra", NULL, NULL },
+    };
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++)
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            const char *argv[] = { paths[p], bad[i][0], bad[i][1], NULL };
+            struct run_result r;
+            run_program(&r, argv, NULL, NULL, NULL);
+            cr_expect_eq(r.status, 1, "%s %s %s: exit %d", paths[p], bad[i][0], bad[i][1],
+                         r.status);
+            cr_expect(r.err[0] != '\0', "%s %s: no message", paths[p], bad[i][0]);
+            run_result_free(&r);
+        }
 }
