@@ -75,6 +75,9 @@ static void *alloc_direct(unsigned cls)
 static void free_direct(void *p, unsigned cls)
 {
     if (cls < SC_NSMALL) {
+        /* The key, as a cache would write it: a second free from a thread with a cache
+         * then leaves the fast path and finds the region free in its slab. */
+        ((void **)p)[1] = (void *)freelist_key;
         if (arena_return(&p, 1, cls, "free"))
             background_after_free();
         return;

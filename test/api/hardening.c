@@ -19,6 +19,7 @@
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,4 +209,41 @@ Test(hardening, a_double_free_into_a_kept_empty_slab_aborts, .timeout = 60)
     cr_expect(tt_child_signalled(&c, SIGABRT), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
     cr_expect(strncmp(c.err, "tide: free(): double free 0x", 28) == 0, "stderr was \"%s\"", c.err);
     tt_child_free(&c);
+}
+
+/* ---- a block freed by a thread without a cache, freed again by one with a cache ---- */
+
+/* A thread whose cache is gone (in a TLS destructor that runs after tide's own) frees
+ * straight into the slab.  The block must carry the key there too: otherwise a second
+ * free from a thread with a cache passes the fast path, and the slot sits in that cache
+ * and in its slab at once, to be handed out twice. */
+static pthread_key_t late_key;
+
+static void free_late(void *p) { free(p); }
+
+static void *keep_for_exit(void *p)
+{
+    malloc(64); /* this thread's cache exists, so its destructor runs first */
+    pthread_setspecific(late_key, p);
+    return NULL;
+}
+
+static int free_without_cache_then_with(void *arg)
+{
+    (void)arg;
+    void *p = malloc(64);
+    pthread_t t;
+    /* Created after tide's key, so its destructor runs after tide's cache is flushed. */
+    if (!p || pthread_key_create(&late_key, free_late) != 0 ||
+        pthread_create(&t, NULL, keep_for_exit, p) != 0 || pthread_join(t, NULL) != 0)
+        return 2;
+    free(p);
+    void *a = malloc(64), *b = malloc(64);
+    fprintf(stderr, "<not caught: %p %p>\n", a, b);
+    return 0;
+}
+
+Test(hardening, a_double_free_after_a_free_by_an_exiting_thread_aborts, .timeout = 60)
+{
+    expect_abort(free_without_cache_then_with, NULL, "tide: free(): double free 0x");
 }
