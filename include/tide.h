@@ -102,10 +102,12 @@ typedef struct tide_stats_s {
     uint64_t prof_live_samples; /* ... of which still live */
     uint64_t prof_stacks;     /* distinct call stacks it recorded */
     uint64_t prof_frame_walks; /* stacks taken by following frame pointers */
-    uint64_t prof_backtraces; /* stacks taken with glibc's backtrace() */
+    uint64_t prof_backtraces; /* stacks unwound (libgcc's unwinder, or glibc's backtrace()) */
     uint64_t prof_dumps;      /* profiles written */
     uint64_t nslabs_made;     /* slabs cut from the page heap since the process started */
     uint64_t nslabs_empty;    /* empty slabs the bins keep at hand (counted in nslabs) */
+    uint64_t prof_stacks_reused; /* stacks without frame pointers unwound once and recognised
+                                    again, instead of unwinding them (prof_backtraces) */
 } tide_stats_t;
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */

@@ -76,7 +76,7 @@ void prof_postfork_parent(void);
 void prof_postfork_child(void);
 
 typedef struct prof_stats_s {
-    uint64_t samples, live_samples, stacks, frame_walks, backtraces, dumps, dropped;
+    uint64_t samples, live_samples, stacks, frame_walks, backtraces, reused, dumps, dropped;
 } prof_stats_t;
 void prof_stats(prof_stats_t *out);
 

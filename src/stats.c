@@ -72,6 +72,7 @@ void stats_collect(tide_stats_t *s, bool expensive)
     s->prof_stacks = pf.stacks;
     s->prof_frame_walks = pf.frame_walks;
     s->prof_backtraces = pf.backtraces;
+    s->prof_stacks_reused = pf.reused;
     s->prof_dumps = pf.dumps;
     if (expensive) {
         s->resident = region_resident();
@@ -92,7 +93,8 @@ void stats_collect(tide_stats_t *s, bool expensive)
     X(process_madvise_calls) X(process_madvise_bytes) X(purges) X(purged_bytes) X(grows)       \
     X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
     X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas) X(named) X(prof_samples) X(prof_live_samples)   \
-    X(prof_stacks) X(prof_frame_walks) X(prof_backtraces) X(prof_dumps) X(nslabs_made) X(nslabs_empty)
+    X(prof_stacks) X(prof_frame_walks) X(prof_backtraces) X(prof_dumps) X(nslabs_made) X(nslabs_empty) \
+    X(prof_stacks_reused)
 
 void stats_print(int json)
 {

@@ -35,15 +35,15 @@ static struct tt_child probe(const char *probe_path, const char *conf, const cha
 }
 
 struct probe_stats {
-    unsigned long long samples, live, walks, backtraces, dumps;
+    unsigned long long samples, live, walks, backtraces, dumps, reused;
 };
 
 static struct probe_stats probe_stats(const char *out)
 {
     struct probe_stats s = { 0 };
     const char *l = strstr(out, "samples ");
-    cr_assert(l && sscanf(l, "samples %llu live %llu walks %llu backtraces %llu dumps %llu", &s.samples, &s.live,
-                          &s.walks, &s.backtraces, &s.dumps) == 5,
+    cr_assert(l && sscanf(l, "samples %llu live %llu walks %llu backtraces %llu dumps %llu reused %llu", &s.samples,
+                          &s.live, &s.walks, &s.backtraces, &s.dumps, &s.reused) == 6,
               "the probe printed no statistics:\n%s", out);
     return s;
 }
@@ -82,6 +82,19 @@ static double text_total(const char *text)
     double mb = -1;
     cr_assert(t && sscanf(t, "Total: %lf MB", &mb) == 1, "no total in:\n%s", text);
     return mb;
+}
+
+/* ... FUNC's cumulative MB (0 when it is not listed) ... */
+static double text_cum(const char *text, const char *func)
+{
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        double flat, fp, sp, cum, cp;
+        char name[256];
+        if (sscanf(l, "%lf %lf%% %lf%% %lf %lf%% %255s", &flat, &fp, &sp, &cum, &cp, name) == 6 &&
+            strcmp(name, func) == 0)
+            return cum;
+    }
+    return 0;
 }
 
 /* ... and FUNC's flat MB and flat percentage (0 when it is not listed). */
@@ -167,8 +180,9 @@ Test(prof, two_call_sites_in_known_shares_read_by_google_pprof_and_jeprof, .time
             cr_expect_geq(s.walks * 10, s.samples * 9, "%s: %llu of %llu stacks by frame pointers", what, s.walks,
                           s.samples);
         else
-            cr_expect_geq(s.backtraces * 10, s.samples * 9, "%s: %llu of %llu stacks by backtrace()", what,
-                          s.backtraces, s.samples);
+            cr_expect_geq((s.backtraces + s.reused) * 10, s.samples * 9,
+                          "%s: %llu of %llu stacks unwound, %llu recognised", what, s.backtraces, s.samples,
+                          s.reused);
         const char *tools[] = { "google-pprof", "jeprof" };
         for (size_t t = 0; t < 2; t++) {
             char *text = pprof_text(tools[t], probes[i], path, NULL);
@@ -179,8 +193,8 @@ Test(prof, two_call_sites_in_known_shares_read_by_google_pprof_and_jeprof, .time
             expect_share(text, tools[t], "alloc_small", 25, what);
             double bp, sp, big = text_flat(text, "alloc_big", &bp), small = text_flat(text, "alloc_small", &sp);
             tt_report("prof: %s, %s --text: total %.1f MB, alloc_big %.1f MB (%.1f%%), alloc_small %.1f MB (%.1f%%); "
-                      "%llu samples, %llu by frame pointers, %llu by backtrace()",
-                      what, tools[t], total, big, bp, small, sp, s.samples, s.walks, s.backtraces);
+                      "%llu samples, %llu by frame pointers, %llu unwound, %llu recognised",
+                      what, tools[t], total, big, bp, small, sp, s.samples, s.walks, s.backtraces, s.reused);
             if (t == 0 && i == 0)
                 tt_report("prof: google-pprof --text output:\n%s", text);
             free(text);
@@ -204,7 +218,7 @@ Test(prof, every_entry_point_records_its_callers_stack, .timeout = 300)
         /* Every allocation sampled, with weight 1: the figures are exact. */
         struct tt_child r = probe(probes[i], "prof:on,prof_sample:1", "entries", path);
         struct probe_stats s = probe_stats(r.out);
-        unsigned long long how = i ? s.walks : s.backtraces;
+        unsigned long long how = i ? s.walks : s.backtraces + s.reused;
         cr_expect_geq(how * 10, s.samples * 9, "%s: %llu of %llu stacks by %s", probes[i], how, s.samples,
                       i ? "frame pointers" : "backtrace()");
         char *text = pprof_text("google-pprof", probes[i], path, NULL);
@@ -221,6 +235,36 @@ Test(prof, every_entry_point_records_its_callers_stack, .timeout = 300)
         cr_expect(!strstr(text, " tide_") && !strstr(text, "_slow") && !strstr(text, "prof_"),
                   "%s: a frame of tide's own in the profile:\n%s", probes[i], text);
         tt_report("prof: %s: each entry point's 4 MiB at its caller; total %.1f MB", probes[i], total);
+        free(text);
+        tt_child_free(&r);
+        rmtree(dir);
+    }
+}
+
+/* ---- a stack recognised again --------------------------------------------------------------- */
+
+/* Without frame pointers a stack unwound once is recognised by its return addresses in
+ * place: two callers of one function, called in turns from one place, differ only in the
+ * second of them, and each keeps its own share. */
+Test(prof, siblings_that_differ_in_one_return_address_keep_their_own_stacks, .timeout = 300)
+{
+    for (size_t i = 0; i < ARRAY_SIZE_TT(probes); i++) {
+        char dir[64], path[128];
+        tmpdir(dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/siblings.heap", dir);
+        /* Every allocation sampled, with weight 1: the figures are exact. */
+        struct tt_child r = probe(probes[i], "prof:on,prof_sample:1", "siblings", path);
+        struct probe_stats s = probe_stats(r.out);
+        if (i == 0) /* each stack unwound about once, then recognised */
+            cr_expect(s.reused * 10 >= s.samples * 9 && s.backtraces < 100,
+                      "no frame pointers: %llu samples, %llu unwound, %llu recognised", s.samples, s.backtraces,
+                      s.reused);
+        char *text = pprof_text("google-pprof", probes[i], path, NULL);
+        double a = text_cum(text, "sibling_a"), b = text_cum(text, "sibling_b");
+        cr_expect(a >= 3.95 && a <= 4.05 && b >= 1.95 && b <= 2.05,
+                  "%s: sibling_a holds %.2f MB (want 4.0), sibling_b %.2f MB (want 2.0):\n%s", probes[i], a, b, text);
+        tt_report("prof: %s: siblings %.2f / %.2f MB; %llu samples, %llu unwound, %llu recognised", probes[i], a, b,
+                  s.samples, s.backtraces, s.reused);
         free(text);
         tt_child_free(&r);
         rmtree(dir);

@@ -15,7 +15,9 @@
  *   prof_probe grow MIB        MIB MiB allocated by grow_heap in 64 KiB blocks (prof_interval)
  *   prof_probe stress PATH     4 threads malloc, realloc and free at random while another
  *                              dumps; then everything is freed
- * Each prints "samples S live L walks W backtraces B dumps D" (tide_stats_get) last. */
+ *   prof_probe siblings PATH   4 MiB from sibling_a and 2 MiB from sibling_b, in turns, each
+ *                              through the same make_block, from the same depth of the stack
+ * Each prints "samples S live L walks W backtraces B dumps D reused R" (tide_stats_get) last. */
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -90,9 +92,10 @@ static void print_stats(void)
 {
     tide_stats_t s;
     tide_stats_get(&s, sizeof s);
-    printf("samples %llu live %llu walks %llu backtraces %llu dumps %llu\n", (unsigned long long)s.prof_samples,
-           (unsigned long long)s.prof_live_samples, (unsigned long long)s.prof_frame_walks,
-           (unsigned long long)s.prof_backtraces, (unsigned long long)s.prof_dumps);
+    printf("samples %llu live %llu walks %llu backtraces %llu dumps %llu reused %llu\n",
+           (unsigned long long)s.prof_samples, (unsigned long long)s.prof_live_samples,
+           (unsigned long long)s.prof_frame_walks, (unsigned long long)s.prof_backtraces,
+           (unsigned long long)s.prof_dumps, (unsigned long long)s.prof_stacks_reused);
     fflush(stdout);
 }
 
@@ -405,10 +408,53 @@ static int run_stress(const char *path)
     return 0;
 }
 
+/* Two callers of one function, called in turns from one place: every malloc returns to
+ * the same address in make_block with the same stack pointer, and only the next return
+ * address tells the stacks apart (the case a stack recognised again must not confuse). */
+__attribute__((noinline)) static void *make_block(size_t n)
+{
+    void *p = xmalloc_checked(malloc(n));
+    __asm__ volatile("" ::: "memory"); /* (no tail call) */
+    return p;
+}
+
+static volatile int siblings_seen[2]; /* (different bodies: not folded into one function) */
+
+__attribute__((noinline, noipa)) static void *sibling_a(size_t n)
+{
+    void *p = make_block(n);
+    siblings_seen[0]++;
+    return p;
+}
+
+__attribute__((noinline, noipa)) static void *sibling_b(size_t n)
+{
+    void *p = make_block(n);
+    siblings_seen[1]++;
+    return p;
+}
+
+static int run_siblings(const char *path)
+{
+    enum { N = 1024 };
+    static void *a[N], *b[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = sibling_a(4096);
+        b[i] = sibling_b(2048);
+    }
+    dump(path);
+    print_stats();
+    for (int i = 0; i < N; i++) {
+        free(a[i]);
+        free(b[i]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress [ARG]\n");
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings [ARG]\n");
         return 2;
     }
     const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
@@ -436,6 +482,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "stress") == 0)
         return run_stress(arg);
+    if (strcmp(mode, "siblings") == 0)
+        return run_siblings(arg);
     fprintf(stderr, "prof_probe: unknown mode %s\n", mode);
     return 2;
 }
