@@ -217,7 +217,13 @@ static TIDE_NOINLINE void free_slow(void *p)
     block_free(p, &b);
 }
 
-TIDE_EXPORT void tide_free(void *p)
+/* The free fast path: push P on the thread's list for its class and return true, or
+ * false for the slow path.  With SIZED, SIZE is what the caller says P was asked for
+ * (free_sized): the fast path takes only a size of P's own class, which fits P whatever
+ * else holds; any other size (a block shrunk in place, a wrong size, a large one) is for
+ * the slow path's full check.  The page-map read stays: it is what proves P is a region
+ * of a live slab of that class at all. */
+TIDE_INLINE bool cache_push(void *p, size_t size, bool sized)
 {
     uintptr_t a = (uintptr_t)p;
     const range_t *r = &region.ranges[0];
@@ -227,18 +233,26 @@ TIDE_EXPORT void tide_free(void *p)
         unsigned cls = pm_slab_class(entry);
         tcache_t *tc = &tcache_tls;
         void **obj = p;
-        /* A small class, P the start of one of its regions (not a pointer into one), room
-         * in the cache, and not already freed: neither holding the key nor the object just
-         * freed (whose key a use after free may have cleared: the push would make a loop). */
-        if (likely(cls < SC_NSMALL && sc_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 &&
-                   !fl_marked(obj))) {
+        /* A small class (sized: the class of SIZE, which is one), P the start of one of its
+         * regions (not a pointer into one), room in the cache, and not already freed:
+         * neither holding the key nor the object just freed (whose key a use after free
+         * may have cleared: the push would make a loop). */
+        if (likely((sized ? size <= SC_LOOKUP_MAX && sc_lookup[(size + 15) >> 4] == cls : cls < SC_NSMALL) &&
+                   sc_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 && !fl_marked(obj))) {
             fl_set_next(obj, tc->head[cls]);
             obj[1] = (void *)freelist_key;
             tc->head[cls] = obj;
             tc->avail[cls]--;
-            return;
+            return true;
         }
     }
+    return false;
+}
+
+TIDE_EXPORT void tide_free(void *p)
+{
+    if (likely(cache_push(p, 0, false)))
+        return;
     free_slow(p);
 }
 
@@ -423,7 +437,7 @@ static bool size_fits_block(size_t size, size_t usable)
     return usable <= MAX(sc_usable(size), 2 * size) || (usable >= HUGEPAGE && usable - size < HUGEPAGE);
 }
 
-TIDE_EXPORT void tide_free_sized(void *p, size_t size)
+static TIDE_NOINLINE void free_sized_slow(void *p, size_t size)
 {
     if (!p)
         return;
@@ -434,7 +448,14 @@ TIDE_EXPORT void tide_free_sized(void *p, size_t size)
     block_free(p, &b);
 }
 
-TIDE_EXPORT void tide_free_aligned_sized(void *p, size_t align, size_t size)
+TIDE_EXPORT void tide_free_sized(void *p, size_t size)
+{
+    if (likely(cache_push(p, size, true)))
+        return;
+    free_sized_slow(p, size);
+}
+
+static TIDE_NOINLINE void free_aligned_sized_slow(void *p, size_t align, size_t size)
 {
     if (!p)
         return;
@@ -447,6 +468,14 @@ TIDE_EXPORT void tide_free_aligned_sized(void *p, size_t align, size_t size)
     if (unlikely(align > QUANTUM && ((uintptr_t)p & (align - 1))))
         report_fatal("free_aligned_sized", "alignment does not match the allocation of", p);
     block_free(p, &b);
+}
+
+TIDE_EXPORT void tide_free_aligned_sized(void *p, size_t align, size_t size)
+{
+    /* An alignment of at most the quantum is any block's: free_sized's fast path. */
+    if (likely(align <= QUANTUM && cache_push(p, size, true)))
+        return;
+    free_aligned_sized_slow(p, align, size);
 }
 
 TIDE_EXPORT int tide_malloc_trim(size_t pad)

@@ -247,3 +247,53 @@ Test(hardening, a_double_free_after_a_free_by_an_exiting_thread_aborts, .timeout
 {
     expect_abort(free_without_cache_then_with, NULL, "tide: free(): double free 0x");
 }
+
+/* ---- the same attacks through free_sized ---------------------------------------------- */
+
+/* free_sized has a fast path of its own (the size's class is the block's): it must turn
+ * away what free's does, and its slow path must still find what it finds. */
+static int sized_misuse(void *arg)
+{
+    uintptr_t how = (uintptr_t)arg;
+    void **p = malloc(64);
+    if (how == 0) { /* a plain double free */
+        free_sized(p, 64);
+        free_sized(p, 64);
+    } else if (how == 1) { /* the key cleared between the two frees */
+        free_sized(p, 64);
+        p[1] = NULL;
+        free_sized(p, 64);
+        void *a = malloc(64), *b = malloc(64);
+        fprintf(stderr, "<not caught: %p %p>\n", a, b);
+        return 0;
+    } else if (how == 2) { /* a pointer into the block, with the block's size */
+        free_sized((char *)p + 16, 48);
+    } else if (how == 3) { /* the next region of the slab, never handed out */
+        free_sized((char *)p + 64 * 200, 64);
+    } else { /* a size of another class */
+        free_sized(p, 100);
+    }
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, free_sized_twice_aborts, .timeout = 60)
+{
+    expect_abort(sized_misuse, (void *)0, "tide: free(): double free 0x");
+}
+Test(hardening, free_sized_twice_with_its_key_cleared_aborts, .timeout = 60)
+{
+    expect_abort(sized_misuse, (void *)1, "tide: malloc(): corrupted free list: the object after 0x");
+}
+Test(hardening, free_sized_of_a_pointer_into_a_block_aborts, .timeout = 60)
+{
+    expect_abort(sized_misuse, (void *)2, "tide: free_sized(): invalid pointer 0x");
+}
+Test(hardening, free_sized_of_a_slot_never_handed_out_aborts, .timeout = 60)
+{
+    expect_abort(sized_misuse, (void *)3, "tide: free_sized(): invalid pointer 0x");
+}
+Test(hardening, free_sized_with_the_size_of_another_class_aborts, .timeout = 60)
+{
+    expect_abort(sized_misuse, (void *)4, "tide: free_sized(): size does not match the allocation of 0x");
+}
