@@ -543,19 +543,22 @@ Test(stats, json_and_text_printing)
 
 /* ---- empty slabs kept at hand -------------------------------------------------------- */
 
-/* bench/powers' shape: 1000 blocks of each power of two 16..1024 B allocated, then freed;
- * more than the thread cache keeps, so every round empties slabs and needs them again. */
+/* bench/powers' shape with half as many blocks again: 1500 blocks of each power of two
+ * 16..1024 B allocated, then freed; more than the thread cache and the transfer cache
+ * take (powers' 1000 1024-byte blocks fit in them now), fewer than a bin keeps empty
+ * besides, so every round empties slabs and needs them again. */
+#define POWER_BLOCKS 1500
 static void power_rounds(int rounds)
 {
-    static void *objs[1000];
+    static void *objs[POWER_BLOCKS];
     for (int r = 0; r < rounds; r++)
         for (size_t size = 16; size <= 1024; size *= 2) {
-            for (int i = 0; i < 1000; i++) {
+            for (int i = 0; i < POWER_BLOCKS; i++) {
                 objs[i] = malloc(size);
                 cr_assert(objs[i] != NULL);
                 *(char *)objs[i] = (char)i;
             }
-            for (int i = 0; i < 1000; i++)
+            for (int i = 0; i < POWER_BLOCKS; i++)
                 free(objs[i]);
         }
 }

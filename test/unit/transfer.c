@@ -1,7 +1,7 @@
 /*
  * transfer.c - the transfer caches (src/transfer.c, through transfer.h) by themselves: a
- * stack of lists per arena and class, newest first; at most 32 lists and 512 KiB a class,
- * 1 MiB an arena; a refused list stays the caller's; draining gives every list back to
+ * stack of lists per arena and class, newest first; at most 32 lists and 1 MiB a class,
+ * 2 MiB an arena; a refused list stays the caller's; draining gives every list back to
  * its slabs, and draining the idle ones skips the classes a list was taken from since.
  *
  * The caches are the process's, so each case runs in a forked child through the child
@@ -25,8 +25,8 @@
 /* transfer.c's limits (TRANSFER_SLOTS, TRANSFER_CLASS_MAX_BYTES, TRANSFER_ARENA_MAX_BYTES):
  * what its header promises as "a bounded number of bytes", pinned down. */
 #define SLOTS 32
-#define CLASS_MAX ((size_t)512 << 10)
-#define ARENA_MAX ((size_t)1024 << 10)
+#define CLASS_MAX ((size_t)1024 << 10)
+#define ARENA_MAX ((size_t)2048 << 10)
 
 /* Classes of the cases, by size. */
 enum { C16 = 0, C64 = 3, C128 = 7, C512 = 15, C2048 = 23, C4096 = 27 };
@@ -198,17 +198,17 @@ static int slots_case(void *unused)
     return 0;
 }
 
-/* A class holds at most 512 KiB: a list that would pass it is refused, one that reaches
+/* A class holds at most CLASS_MAX: a list that would pass it is refused, one that reaches
  * it exactly is kept; a pop gives its bytes back. */
 static int class_bytes_case(void *unused)
 {
     setup();
-    const unsigned per = (unsigned)(CLASS_MAX / sc_size[C4096]); /* 128 */
+    const unsigned per = (unsigned)(CLASS_MAX / sc_size[C4096]); /* 256 */
     struct list a = fill(A, C4096, per - 28), b = fill(A, C4096, 29), c = fill(A, C4096, 28), d = fill(A, C4096, 1);
     CHECK(push(&a), "%u KiB refused", (unsigned)((per - 28) * 4));
-    CHECK(!push(&b), "a list passing 512 KiB was kept");
-    CHECK(push(&c), "a list reaching 512 KiB exactly was refused");
-    CHECK(!push(&d), "one region beyond 512 KiB was kept");
+    CHECK(!push(&b), "a list passing the class's bytes was kept");
+    CHECK(push(&c), "a list reaching the class's bytes exactly was refused");
+    CHECK(!push(&d), "one region beyond the class's bytes was kept");
     /* Another class of the arena, and the same class of another arena, have their own. */
     struct list e = fill(A, C2048, 1), f = fill(B, C4096, per);
     CHECK(push(&e), "a class's limit refused another class");
@@ -225,33 +225,33 @@ static int class_bytes_case(void *unused)
     return 0;
 }
 
-/* An arena holds at most 1 MiB over its classes: then every class of it refuses, the
+/* An arena holds at most ARENA_MAX (two classes' worth) over its classes: then every class of it refuses, the
  * other arena does not; a refused push costs nothing (the budget is exact after many). */
 static int arena_bytes_case(void *unused)
 {
     setup();
-    struct list big4 = fill(A, C4096, (unsigned)(CLASS_MAX / 4096));       /* 512 KiB */
-    struct list big2a = fill(A, C2048, (unsigned)(CLASS_MAX / 2048 / 2));   /* 256 KiB */
-    struct list big2b = fill(A, C2048, (unsigned)(CLASS_MAX / 2048 / 2));   /* 256 KiB */
-    CHECK(push(&big4) && push(&big2a) && push(&big2b), "1 MiB in two classes refused");
+    struct list big4 = fill(A, C4096, (unsigned)(CLASS_MAX / 4096));       /* CLASS_MAX */
+    struct list big2a = fill(A, C2048, (unsigned)(CLASS_MAX / 2048 / 2));   /* CLASS_MAX / 2 */
+    struct list big2b = fill(A, C2048, (unsigned)(CLASS_MAX / 2048 / 2));   /* CLASS_MAX / 2 */
+    CHECK(push(&big4) && push(&big2a) && push(&big2b), "ARENA_MAX in two classes refused");
     struct list one = fill(A, C16, 1), oneb = fill(B, C16, 1);
     for (int i = 0; i < 100; i++)
-        CHECK(!push(&one), "a region beyond the arena's 1 MiB was kept (try %d)", i);
+        CHECK(!push(&one), "a region beyond the arena's bytes was kept (try %d)", i);
     CHECK(push(&oneb), "the other arena refused: budgets are per arena");
-    /* 256 KiB back: exactly that fits again, in another class, and no byte more. */
+    /* CLASS_MAX / 2 back: exactly that fits again, in another class, and no byte more. */
     EXPECT_POP(A, C2048, &big2b);
-    struct list c512 = fill(A, C512, (unsigned)(256 * KiB / 512));
-    CHECK(push(&c512), "256 KiB refused after 256 KiB were popped (a refused push leaked budget?)");
-    CHECK(!push(&one), "a region beyond the arena's 1 MiB was kept after the pop");
+    struct list c512 = fill(A, C512, (unsigned)(CLASS_MAX / 2 / 512));
+    CHECK(push(&c512), "CLASS_MAX / 2 refused after as much was popped (a refused push leaked budget?)");
+    CHECK(!push(&one), "a region beyond the arena's bytes was kept after the pop");
     EXPECT_POP(A, C512, &c512);
-    CHECK(push(&one), "one region refused with 256 KiB free");
+    CHECK(push(&one), "one region refused with CLASS_MAX / 2 free");
     EXPECT_POP(A, C16, &one);
     EXPECT_POP(A, C2048, &big2a);
     EXPECT_POP(A, C4096, &big4);
     EXPECT_POP(B, C16, &oneb);
-    /* Empty again: the whole 1 MiB is there. */
+    /* Empty again: the whole ARENA_MAX is there. */
     struct list again4 = fill(A, C4096, (unsigned)(CLASS_MAX / 4096)), again2 = fill(A, C2048, (unsigned)(CLASS_MAX / 2048));
-    CHECK(push(&again4) && push(&again2), "1 MiB refused once the arena's cache was empty again");
+    CHECK(push(&again4) && push(&again2), "ARENA_MAX refused once the arena's cache was empty again");
     EXPECT_POP(A, C2048, &again2);
     EXPECT_POP(A, C4096, &again4);
     struct list *all[] = { &big4, &big2a, &big2b, &one, &oneb, &c512, &again4, &again2 };
@@ -335,7 +335,7 @@ static void in_child(int (*fn)(void *))
 
 Test(transfer, lists_come_back_newest_first, .timeout = 180) { in_child(lifo_case); }
 Test(transfer, a_class_holds_at_most_32_lists, .timeout = 180) { in_child(slots_case); }
-Test(transfer, a_class_holds_at_most_512_kib, .timeout = 180) { in_child(class_bytes_case); }
-Test(transfer, an_arena_holds_at_most_1_mib, .timeout = 180) { in_child(arena_bytes_case); }
+Test(transfer, a_class_holds_at_most_1_mib, .timeout = 180) { in_child(class_bytes_case); }
+Test(transfer, an_arena_holds_at_most_2_mib, .timeout = 180) { in_child(arena_bytes_case); }
 Test(transfer, draining_idle_skips_the_classes_taken_from, .timeout = 180) { in_child(drain_case); }
 Test(transfer, a_take_counts_once_also_in_an_emptied_class, .timeout = 180) { in_child(drain_after_empty_case); }
