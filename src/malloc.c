@@ -228,16 +228,19 @@ TIDE_INLINE bool cache_push(void *p, size_t size, bool sized)
     uintptr_t a = (uintptr_t)p;
     const range_t *r = &region.ranges[0];
     uintptr_t base = r->base, off = a - base;
+    if (sized && unlikely(size > SC_LOOKUP_MAX))
+        return false;
     if (likely(off < ATOMIC_LOAD(&r->span))) {
         pm_entry_t entry = pm_read_offset(r, off);
-        unsigned cls = pm_slab_class(entry);
+        /* sized: the class of SIZE, known before the entry is read. */
+        unsigned cls = sized ? sc_lookup[(size + 15) >> 4] : pm_slab_class(entry);
         tcache_t *tc = &tcache_tls;
         void **obj = p;
-        /* A small class (sized: the class of SIZE, which is one), P the start of one of its
+        /* A small class (sized: the page's, which SIZE's is), P the start of one of its
          * regions (not a pointer into one), room in the cache, and not already freed:
          * neither holding the key nor the object just freed (whose key a use after free
          * may have cleared: the push would make a loop). */
-        if (likely((sized ? size <= SC_LOOKUP_MAX && sc_lookup[(size + 15) >> 4] == cls : cls < SC_NSMALL) &&
+        if (likely((sized ? pm_slab_class(entry) == cls : cls < SC_NSMALL) &&
                    sc_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 && !fl_marked(obj))) {
             fl_set_next(obj, tc->head[cls]);
             obj[1] = (void *)freelist_key;
