@@ -706,6 +706,9 @@ void prof_boot(void)
     }
     prof_tls.busy = 0;
     ATOMIC_STORE_REL(&prof_ready, 1);
+    /* This thread's allocations while tide started (these above among them) found the
+     * profiler not ready and put off their look for 64 KiB: the program's own come next. */
+    tcache_tls.prof_left = 0;
 }
 
 void prof_exit(void)

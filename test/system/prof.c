@@ -271,6 +271,18 @@ Test(prof, siblings_that_differ_in_one_return_address_keep_their_own_stacks, .ti
     }
 }
 
+/* The allocations tide made while it started (the profiler's own set-up among them) come
+ * before sampling can start; the program's first ones must still be sampled. */
+Test(prof, the_programs_first_allocations_are_sampled, .timeout = 60)
+{
+    for (size_t i = 0; i < ARRAY_SIZE_TT(probes); i++) {
+        struct tt_child r = probe(probes[i], "prof:on,prof_sample:1", "first", "");
+        struct probe_stats s = probe_stats(r.out);
+        cr_expect_geq(s.samples, 64, "%s: 64 blocks of 1 KiB, every one due, %llu sampled", probes[i], s.samples);
+        tt_child_free(&r);
+    }
+}
+
 /* ---- fork and threads ----------------------------------------------------------------------- */
 
 Test(prof, fork_children_and_their_threads_are_profiled, .timeout = 600)

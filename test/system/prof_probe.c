@@ -15,6 +15,7 @@
  *   prof_probe grow MIB        MIB MiB allocated by grow_heap in 64 KiB blocks (prof_interval)
  *   prof_probe stress PATH     4 threads malloc, realloc and free at random while another
  *                              dumps; then everything is freed
+ *   prof_probe first           64 blocks of 1 KiB, the program's first allocations
  *   prof_probe siblings PATH   4 MiB from sibling_a and 2 MiB from sibling_b, in turns, each
  *                              through the same make_block, from the same depth of the stack
  * Each prints "samples S live L walks W backtraces B dumps D reused R" (tide_stats_get) last. */
@@ -454,7 +455,7 @@ static int run_siblings(const char *path)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings [ARG]\n");
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first [ARG]\n");
         return 2;
     }
     const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
@@ -484,6 +485,15 @@ int main(int argc, char **argv)
         return run_stress(arg);
     if (strcmp(mode, "siblings") == 0)
         return run_siblings(arg);
+    if (strcmp(mode, "first") == 0) {
+        void *first[64];
+        for (int i = 0; i < 64; i++)
+            first[i] = xmalloc_checked(malloc(1024));
+        print_stats();
+        for (int i = 0; i < 64; i++)
+            free(first[i]);
+        return 0;
+    }
     fprintf(stderr, "prof_probe: unknown mode %s\n", mode);
     return 2;
 }
