@@ -6,6 +6,7 @@
 #include "os.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -371,6 +372,42 @@ int os_unguard(uintptr_t addr, size_t size)
     int r = madvise((void *)addr, size, MADV_GUARD_REMOVE);
     ATOMIC_ADD(&os_counters.guard_calls, 1);
     return r ? errno : 0;
+}
+
+int os_signal_install(int sig, void (*fn)(int, siginfo_t *, void *), struct sigaction *old)
+{
+    OS_KEEP_ERRNO;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fn;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(sig, &sa, old) ? errno : 0;
+}
+
+void os_signal_restore(int sig, const struct sigaction *act)
+{
+    OS_KEEP_ERRNO;
+    sigaction(sig, act, NULL);
+}
+
+void os_raise(int sig)
+{
+    OS_KEEP_ERRNO;
+    syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+}
+
+int os_backtrace(void **frames, int max)
+{
+    OS_KEEP_ERRNO;
+    int n = backtrace(frames, max);
+    return n > 0 ? n : 0;
+}
+
+void os_backtrace_print(void *const *frames, int n)
+{
+    OS_KEEP_ERRNO;
+    backtrace_symbols_fd(frames, n, STDERR_FILENO);
 }
 
 int os_hugepage(uintptr_t addr, size_t size)

@@ -6,6 +6,7 @@
 #ifndef TIDE_OS_H
 #define TIDE_OS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -92,6 +93,20 @@ int os_hugepage(uintptr_t addr, size_t size);
  * (MADV_GUARD_INSTALL/REMOVE, Linux 6.13+; EINVAL before). */
 int os_guard(uintptr_t addr, size_t size);
 int os_unguard(uintptr_t addr, size_t size);
+
+/* SIG's action becomes FN (SA_SIGINFO, on the alternate stack if the thread has one); the
+ * previous action goes to *OLD.  0 or an errno value. */
+int os_signal_install(int sig, void (*fn)(int, siginfo_t *, void *), struct sigaction *old);
+/* SIG's action becomes *ACT again (async-signal-safe). */
+void os_signal_restore(int sig, const struct sigaction *act);
+/* Send SIG to the calling thread (async-signal-safe). */
+void os_raise(int sig);
+/* The calling thread's return addresses, innermost first, at most MAX (glibc's backtrace:
+ * the first call loads the unwinder, which allocates).  How many. */
+int os_backtrace(void **frames, int max);
+/* Write N frames to stderr, one a line, with the symbols the loader knows (no allocation;
+ * used from the SIGSEGV handler). */
+void os_backtrace_print(void *const *frames, int n);
 
 /* Move SIZE bytes of pages from SRC to DST (both ours, not overlapping), leaving SRC
  * mapped and empty (mremap with MREMAP_DONTUNMAP). */
