@@ -108,6 +108,11 @@ typedef struct tide_stats_s {
     uint64_t nslabs_empty;    /* empty slabs the bins keep at hand (counted in nslabs) */
     uint64_t prof_stacks_reused; /* stacks without frame pointers unwound once and recognised
                                     again, instead of unwinding them (prof_backtraces) */
+    uint64_t guard_bytes;     /* guard pages after live slabs and blocks (guard:on,
+                               * guard_sample), part of active, never resident */
+    uint64_t held;            /* freed blocks held as guard pages before reuse (not active,
+                               * not free): active + dirty + lazy + clean + held + metadata
+                               * = mapped */
 } tide_stats_t;
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */

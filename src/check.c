@@ -24,7 +24,8 @@ static int check_fail(const char *what, uintptr_t addr)
     return EINVAL;
 }
 
-static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *active, size_t *slab, size_t *meta)
+static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *active, size_t *slab, size_t *meta,
+                      size_t *guards, size_t *held)
 {
     unsigned prev_free_state = ~0u;
     uintptr_t a = r->base, end = ATOMIC_LOAD(&r->end);
@@ -54,11 +55,14 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
                 npages[e->state == EXTENT_PURGING ? EXTENT_DIRTY : e->state] += n;
                 prev_free_state = e->state;
             } else if (e->state == EXTENT_SLAB) {
-                if (e->cls >= SC_NSMALL || n != sc_slab_pages[e->cls])
+                if (e->cls >= SC_NSMALL || e->guard > 1 || n != sc_slab_pages[e->cls] + e->guard)
                     return check_fail("slab of a bad class or size", a);
-                for (size_t i = 0; i < n; i++)
+                for (size_t i = 0; i < n - e->guard; i++)
                     if (pm_read(r, a + (i << LG_PAGE)) != pm_slab_page(e, e->cls, i))
                         return check_fail("slab page with a bad entry", a + (i << LG_PAGE));
+                if (e->guard && pm_read(r, extent_end(e) - PAGE) != pm_guard(e))
+                    return check_fail("slab guard page with a bad entry", extent_end(e) - PAGE);
+                *guards += e->guard;
                 unsigned nfree = 0;
                 for (unsigned w = 0; w < SC_MAX_NREGS / 64; w++)
                     nfree += (unsigned)__builtin_popcountll(e->bitmap[w]);
@@ -68,13 +72,23 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
                 *slab += n;
                 prev_free_state = ~0u;
             } else if (e->state == EXTENT_LARGE) {
-                if (entry != pm_large_head(e, e->cls) || (n > 1 && pm_read(r, extent_end(e) - PAGE) != pm_large_tail(e)))
+                size_t bp = extent_block_pages(e);
+                if (e->guard > 1 || bp == 0 || entry != pm_large_head(e, e->cls) ||
+                    (bp > 1 && pm_read(r, a + ((bp - 1) << LG_PAGE)) != pm_large_tail(e)) ||
+                    (e->guard && pm_read(r, extent_end(e) - PAGE) != pm_guard(e)))
                     return check_fail("large block with bad boundary entries", a);
-                for (size_t i = 1; i + 1 < n; i++) {
+                for (size_t i = 1; i + 1 < bp; i++) {
                     if (pm_class(pm_read(r, a + (i << LG_PAGE))) != PM_NO_CLASS)
                         return check_fail("class tag inside a large block", a + (i << LG_PAGE));
                 }
                 *active += n;
+                *guards += e->guard;
+                prev_free_state = ~0u;
+            } else if (e->state == EXTENT_HELD) {
+                for (size_t i = 0; i < n; i++)
+                    if (pm_read(r, a + (i << LG_PAGE)) != pm_guard(e))
+                        return check_fail("held block with a bad entry", a + (i << LG_PAGE));
+                *held += n;
                 prev_free_state = ~0u;
             } else {
                 return check_fail("extent in an unknown state", a);
@@ -120,10 +134,10 @@ int check_heap(void)
     int err = 0;
     arenas_lock_all();
     lock_acquire(&pageheap.lock);
-    size_t npages[EXTENT_NFREE] = { 0 }, active = 0, slab = 0, meta = 0;
+    size_t npages[EXTENT_NFREE] = { 0 }, active = 0, slab = 0, meta = 0, guards = 0, held = 0;
     unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
     for (unsigned i = 0; i < n && !err; i++)
-        err = walk_range(&region.ranges[i], npages, &active, &slab, &meta);
+        err = walk_range(&region.ranges[i], npages, &active, &slab, &meta, &guards, &held);
     if (!err)
         err = check_kept_slabs();
     if (!err) {
@@ -132,7 +146,9 @@ int check_heap(void)
                 err = check_fail("free pages disagree with the page heap's count", s);
         if (!err && (active != pageheap.npages_active || slab != pageheap.npages_slab || meta != pageheap.npages_reserved))
             err = check_fail("active, slab or reserved pages disagree with the counts", active);
-        size_t total = active + meta + npages[0] + npages[1] + npages[2];
+        if (!err && (guards != pageheap.npages_guard || held != pageheap.npages_held))
+            err = check_fail("guard or held pages disagree with the counts", guards);
+        size_t total = active + meta + held + npages[0] + npages[1] + npages[2];
         if (!err && (total << LG_PAGE) != region.heap_mapped)
             err = check_fail("pages do not add up to what is mapped", total);
     }

@@ -28,6 +28,7 @@ conf_t conf = {
     .prof_final = 0,
     .prof_interval = 0,
     .prof_prefix = "tide",
+    .guard = 0,
 };
 
 /* CONF_MODE: an enum whose first two names are off and on, which also takes the words
@@ -87,6 +88,8 @@ static const conf_key_t conf_keys[] = {
     { "prof_prefix", CONF_STRING, conf.prof_prefix, 0, 0, NULL, false, "tide",
       "where dumps go: PREFIX.PID.SEQ.KIND.heap (KIND f at exit, iN by prof_interval, mN by "
       "tide_prof_dump(NULL)); a path, relative to the working directory or absolute" },
+    { "guard", CONF_BOOL, &conf.guard, 0, 1, NULL, true, "off",
+      "a guard page (MADV_GUARD_INSTALL: no VMA) after every slab and large block made from now on" },
 };
 
 static void conf_warn(const char *what, const char *key, size_t keylen, const char *val, size_t vallen,

@@ -36,6 +36,8 @@ typedef struct conf_s {
     long prof_final;       /* dump a profile at exit */
     long prof_interval;    /* bytes: dump each time the sampled live heap grows this much; 0 never */
     char prof_prefix[CONF_PREFIX_MAX]; /* dumps go to PREFIX.PID.SEQ.KIND.heap */
+    long guard;            /* a guard page after every slab and large block; freed large
+                            * blocks held as guards for a while (guard.h) */
 } conf_t;
 
 extern conf_t conf;

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "conf.h"
 #include "meta.h"
 #include "os.h"
 #include "pagemap.h"
@@ -20,6 +21,8 @@
 #include "size_class.h"
 
 pageheap_t pageheap;
+/* The kernel installs guard pages (atomic; cleared at its first EINVAL, never set again). */
+static int extent_guards_ok = 1;
 
 /* A hint may name the run a block just freed into (see extent_hint_t) only while the run is
  * about the block's own place: cutting a small block from the start of a big merged run,
@@ -62,10 +65,17 @@ static void set_edges(extent_t *e, pm_entry_t first, pm_entry_t last)
 void extent_set_free_edges(extent_t *e) { set_edges(e, pm_free_edge(e), pm_free_edge(e)); }
 
 /* A large block's first page carries its class (the free path reads it); its last
- * page only says "large", so a pointer into that page is never taken for a block. */
+ * page only says "large", so a pointer into that page is never taken for a block.  Its
+ * guard page, when it has one, names it (the SIGSEGV handler reads that). */
 static void extent_set_large_boundaries(extent_t *e)
 {
-    set_edges(e, pm_large_head(e, e->cls), pm_large_tail(e));
+    const range_t *r = extent_range(e);
+    size_t bp = extent_block_pages(e);
+    if (e->guard)
+        pm_write(r, extent_end(e) - PAGE, pm_guard(e));
+    if (bp > 1)
+        pm_write(r, e->addr + ((bp - 1) << LG_PAGE), pm_large_tail(e));
+    pm_write(r, e->addr, pm_large_head(e, e->cls));
 }
 
 void extent_clear_edges(extent_t *e)
@@ -148,6 +158,8 @@ void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp)
     e->cls = EXTENT_NO_CLASS;
     e->moved_len = 0;
     e->moved_pieces = 0;
+    e->guard = 0;
+    e->sample = 0;
     extent_t *n = extent_free_neighbour(e, true, state);
     if (n) {
         extent_tree_remove(n);
@@ -290,6 +302,8 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
         extent_insert_free(t, state, stamp);
     }
     cut->freed = 0;
+    cut->guard = 0;
+    cut->sample = 0;
     cut->addr = start;
     cut->npages = npages;
     cut->zeroed = state == EXTENT_CLEAN;
@@ -454,33 +468,93 @@ static extent_t *hinted_run(const extent_hint_t *hint, size_t npages, size_t ali
     return start + (npages << LG_PAGE) <= extent_end(f) ? f : NULL;
 }
 
-extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint)
+/* ---- guard pages ------------------------------------------------------------------ */
+
+bool extent_guards_work(void) { return ATOMIC_LOAD(&extent_guards_ok) != 0; }
+
+bool extent_guards_wanted(void) { return ATOMIC_LOAD(&conf.guard) && extent_guards_work(); }
+
+bool extent_guard_install(uintptr_t addr, size_t len)
 {
+    if (!extent_guards_work())
+        return false;
+    int err = os_guard(addr, len);
+    if (err == EINVAL && __atomic_exchange_n(&extent_guards_ok, 0, __ATOMIC_RELAXED)) {
+        static const char *const pieces[] = {
+            "guard pages are not available here (MADV_GUARD_INSTALL: EINVAL; Linux 6.13 has them): "
+            "running without them"
+        };
+        report_line(pieces, ARRAY_SIZE(pieces));
+    }
+    /* All or nothing: a call that failed part way (a fatal signal, out of memory for page
+     * tables) may have made some of the pages guards, and they are about to be reused. */
+    if (err && len > PAGE)
+        os_unguard(addr, len);
+    return err == 0;
+}
+
+/* The guard page of E, an ordinary page again: before its pages can be handed out.  No
+ * lock held (E is the caller's alone). */
+static void unguard_tail(const extent_t *e)
+{
+    if (e->guard)
+        os_unguard(extent_end(e) - PAGE, PAGE);
+}
+
+/* ---- allocation, continued ------------------------------------------------------------ */
+
+/* A large block of NPAGES pages and GUARD more after it, of no class when CLASSLESS. */
+static extent_t *alloc_large(size_t npages, size_t align, extent_hint_t *hint, unsigned guard, bool classless)
+{
+    size_t total = npages + guard;
     lock_acquire(&pageheap.lock);
-    extent_t *e = NULL, *f = extent_desc_reserve(3) == 0 ? hinted_run(hint, npages, align) : NULL;
+    extent_t *e = NULL, *f = extent_desc_reserve(3) == 0 ? hinted_run(hint, total, align) : NULL;
     if (hint)
         hint->addr = 0; /* used once */
     if (f)
-        e = carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), npages);
+        e = carve(f, ALIGN_UP(f->addr, MAX(align, PAGE)), total);
     else
-        e = take(npages, align, false);
+        e = take(total, align, false);
     if (e) {
         e->state = EXTENT_LARGE;
-        int cls = sc_large_class_of_pages(npages);
+        e->guard = (uint8_t)guard;
+        int cls = classless ? -1 : sc_large_class_of_pages(npages);
         e->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
         extent_set_large_boundaries(e);
         pageheap.nlarge_alloc++;
+        pageheap.npages_guard += guard;
+        pageheap.npages_guard_large += guard;
     }
     lock_release(&pageheap.lock);
+    /* The page is the caller's alone from here: no need to hold the lock across the call. */
+    if (e && guard)
+        extent_guard_install(extent_end(e) - PAGE, PAGE);
+    return e;
+}
+
+extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint)
+{
+    return alloc_large(npages, align, hint, extent_guards_wanted(), false);
+}
+
+extent_t *extent_alloc_sampled(size_t npages, unsigned sample)
+{
+    if (!extent_guards_work())
+        return NULL;
+    extent_t *e = alloc_large(npages, PAGE, NULL, 1, true);
+    if (e)
+        e->sample = (uint16_t)sample;
     return e;
 }
 
 extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
 {
+    unsigned guard = extent_guards_wanted();
     lock_acquire(&pageheap.lock);
-    extent_t *e = take(sc_slab_pages[cls], PAGE, true);
+    extent_t *e = take(sc_slab_pages[cls] + guard, PAGE, true);
     if (e) {
         e->state = EXTENT_SLAB;
+        e->guard = (uint8_t)guard;
         e->cls = (uint8_t)cls;
         e->arena = (uint16_t)arena;
         unsigned nregs = sc_nregs[cls];
@@ -490,12 +564,17 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
             e->bitmap[w] = nregs >= lo + 64 ? ~(uint64_t)0 : nregs > lo ? (((uint64_t)1 << (nregs - lo)) - 1) : 0;
         }
         const range_t *r = extent_range(e);
-        for (size_t i = 0; i < e->npages; i++)
+        for (size_t i = 0; i < sc_slab_pages[cls]; i++)
             pm_write(r, e->addr + (i << LG_PAGE), pm_slab_page(e, cls, i));
+        if (guard)
+            pm_write(r, extent_end(e) - PAGE, pm_guard(e));
         pageheap.nslabs++;
         pageheap.npages_slab += e->npages;
+        pageheap.npages_guard += guard;
     }
     lock_release(&pageheap.lock);
+    if (e && guard)
+        extent_guard_install(extent_end(e) - PAGE, PAGE);
     return e;
 }
 
@@ -513,7 +592,9 @@ static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
     } else {
         extent_clear_edges(e);
         pageheap.nlarge_free++;
+        pageheap.npages_guard_large -= e->guard;
     }
+    pageheap.npages_guard -= e->guard;
     bool large = e->state == EXTENT_LARGE;
     size_t npages = e->npages;
     pageheap.npages_active -= npages;
@@ -530,6 +611,7 @@ static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
 
 void extent_free(extent_t *e, extent_hint_t *hint)
 {
+    unguard_tail(e);
     lock_acquire(&pageheap.lock);
     free_locked(e, os_now_ns(), hint);
     lock_release(&pageheap.lock);
@@ -540,6 +622,8 @@ void extent_free_many(extent_t *const *v, unsigned n, extent_hint_t *hint)
     if (n == 0)
         return;
     uint64_t now = os_now_ns();
+    for (unsigned i = 0; i < n; i++)
+        unguard_tail(v[i]);
     lock_acquire(&pageheap.lock);
     for (unsigned i = 0; i < n; i++)
         free_locked(v[i], now, hint);
@@ -550,6 +634,8 @@ void extent_free_aged(extent_t *const *v, unsigned n)
 {
     if (n == 0)
         return;
+    for (unsigned i = 0; i < n; i++)
+        unguard_tail(v[i]);
     lock_acquire(&pageheap.lock);
     for (unsigned i = 0; i < n; i++)
         free_locked(v[i], v[i]->stamp, NULL);
@@ -593,19 +679,28 @@ static extent_t *free_after(extent_t *e, size_t extra)
 
 bool extent_resize(extent_t *e, size_t npages)
 {
-    bool ok = false;
+    bool ok = false, shrink = npages < extent_block_pages(e);
+    /* A guard page moves to the new end: the old one is the block's own page or goes to
+     * the free run cut off, the new one is a page of the block or of the run taken. */
+    uintptr_t old_guard = extent_end(e) - PAGE, new_guard = e->addr + (npages << LG_PAGE);
+    if (e->guard && shrink) {
+        /* Before the cut-off pages can be handed out (the page that becomes the guard lies
+         * past the new size: its contents may go). */
+        extent_guard_install(new_guard, PAGE);
+        os_unguard(old_guard, PAGE);
+    }
     lock_acquire(&pageheap.lock);
     if (extent_desc_reserve(1) != 0)
         goto out;
-    if (npages < e->npages) {
-        size_t cut = e->npages - npages;
+    if (shrink) {
+        size_t cut = extent_block_pages(e) - npages;
         extent_clear_edges(e);
         pageheap.npages_active -= cut;
-        e->npages = npages;
+        e->npages = npages + e->guard;
         extent_add_free_run(extent_end(e), cut, e->range, EXTENT_DIRTY, os_now_ns());
         ok = true;
     } else {
-        size_t extra = npages - e->npages;
+        size_t extra = npages - extent_block_pages(e);
         extent_t *n = free_after(e, extra);
         if (!n)
             goto out;
@@ -620,21 +715,29 @@ bool extent_resize(extent_t *e, size_t npages)
         }
         extent_clear_edges(e);
         pageheap.npages_active += extra;
-        e->npages = npages;
+        e->npages = npages + e->guard;
         ok = true;
     }
-    int cls = sc_large_class_of_pages(e->npages);
+    int cls = sc_large_class_of_pages(npages);
     e->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
     extent_set_large_boundaries(e);
 out:
     lock_release(&pageheap.lock);
+    if (e->guard && shrink && !ok) {
+        os_unguard(new_guard, PAGE);
+        extent_guard_install(old_guard, PAGE);
+    } else if (e->guard && !shrink && ok) {
+        extent_guard_install(new_guard, PAGE);
+        os_unguard(old_guard, PAGE);
+    }
     return ok;
 }
 
 extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_address)
 {
+    unsigned guard = extent_guards_wanted();
     size_t slack = any_address ? 0 : HUGEPAGE >> LG_PAGE;
-    size_t need = npages + slack, room = 2 * npages + slack;
+    size_t need = npages + guard + slack, room = 2 * npages + guard + slack;
     extent_t *e = NULL;
     lock_acquire(&pageheap.lock);
     if (extent_desc_reserve(3) != 0)
@@ -648,27 +751,66 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_
         goto out;
     /* The slack in NEED makes room for an address of every residue mod 2 MiB. */
     uintptr_t start = any_address ? f->addr : f->addr + ((congruent - f->addr) & (HUGEPAGE - 1));
-    e = carve(f, start, npages);
+    e = carve(f, start, npages + guard);
     e->state = EXTENT_LARGE;
     e->cls = EXTENT_NO_CLASS;
+    e->guard = (uint8_t)guard;
     /* Its boundaries now, not after the move: the heap walk (tide_check) may run meanwhile. */
     extent_set_large_boundaries(e);
     pageheap.nlarge_alloc++;
+    pageheap.npages_guard += guard;
+    pageheap.npages_guard_large += guard;
 out:
     lock_release(&pageheap.lock);
+    if (e && guard)
+        extent_guard_install(extent_end(e) - PAGE, PAGE);
     return e;
 }
 
 void extent_finish_move(extent_t *old, extent_t *target)
 {
+    unguard_tail(old); /* (a guarded block is copied, not moved: large.c) */
     lock_acquire(&pageheap.lock);
     extent_clear_edges(old);
+    pageheap.npages_guard -= old->guard;
+    pageheap.npages_guard_large -= old->guard;
     pageheap.npages_active -= old->npages;
     pageheap.nlarge_free++;
     extent_insert_free(old, EXTENT_CLEAN, 0);
-    int cls = sc_large_class_of_pages(target->npages);
+    int cls = sc_large_class_of_pages(extent_block_pages(target));
     target->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
     extent_set_large_boundaries(target);
+    lock_release(&pageheap.lock);
+}
+
+void extent_hold(extent_t *e)
+{
+    lock_acquire(&pageheap.lock);
+    TIDE_ASSERT(e->state == EXTENT_LARGE);
+    /* Every page names it: a touch anywhere in it is explained (guard.c), and a second
+     * free finds it at its first page. */
+    const range_t *r = extent_range(e);
+    for (size_t i = 0; i < e->npages; i++)
+        pm_write(r, e->addr + (i << LG_PAGE), pm_guard(e));
+    e->state = EXTENT_HELD;
+    pageheap.npages_active -= e->npages;
+    pageheap.npages_held += e->npages;
+    pageheap.npages_guard -= e->guard;
+    pageheap.npages_guard_large -= e->guard;
+    pageheap.nlarge_free++;
+    lock_release(&pageheap.lock);
+}
+
+void extent_release_held(extent_t *e)
+{
+    /* Guard pages hold nothing (installing them dropped the pages): ordinary again, they
+     * read as zero. */
+    TIDE_CHECK(os_unguard(e->addr, extent_size(e)) == 0);
+    lock_acquire(&pageheap.lock);
+    TIDE_ASSERT(e->state == EXTENT_HELD);
+    pageheap.npages_held -= e->npages;
+    e->freed = EXTENT_FREED_AT_START | EXTENT_FREED_INSIDE; /* a free of it now is still a double free */
+    extent_insert_free(e, EXTENT_CLEAN, 0);
     lock_release(&pageheap.lock);
 }
 
@@ -695,6 +837,9 @@ void extent_stats(extent_stats_t *out)
     out->lazy = pageheap.npages[EXTENT_LAZY] << LG_PAGE;
     out->clean = pageheap.npages[EXTENT_CLEAN] << LG_PAGE;
     out->reserved = pageheap.npages_reserved << LG_PAGE;
+    out->guards = pageheap.npages_guard << LG_PAGE;
+    out->large_guards = pageheap.npages_guard_large << LG_PAGE;
+    out->held = pageheap.npages_held << LG_PAGE;
     out->nlarge_alloc = pageheap.nlarge_alloc;
     out->nlarge_free = pageheap.nlarge_free;
     out->nslabs = pageheap.nslabs;

@@ -32,6 +32,7 @@ typedef enum {
     EXTENT_PURGING,   /* free, being purged outside the lock: neither allocatable nor mergeable */
     EXTENT_LARGE,     /* a large block in use */
     EXTENT_SLAB,      /* a slab in use */
+    EXTENT_HELD,      /* a freed large block kept as a guard (guard.h): every page a guard */
     EXTENT_RETIRED    /* descriptor on the recycling list */
 } extent_state_t;
 
@@ -53,6 +54,8 @@ typedef struct extent_s {
     size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
     uint8_t moved_pieces; /* ... how many such VMAs */
     uint8_t freed;        /* free: EXTENT_FREED_* (first pages of freed large blocks) */
+    uint8_t guard;     /* slab, large, held: its last page is a guard page, not part of the block */
+    uint16_t sample;   /* large, held: a sampled block (guard_sample): its record's index + 1 */
     uint32_t prof;     /* large: a block the heap profiler sampled: its record (prof.c), else 0 */
     uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
 } extent_t;
@@ -64,6 +67,7 @@ typedef struct extent_s {
 
 typedef struct extent_stats_s {
     size_t active, slab_bytes, dirty, lazy, clean, reserved; /* bytes */
+    size_t guards, large_guards, held; /* bytes: live blocks' guard pages (in active), held blocks */
     size_t nlarge_alloc, nlarge_free, nslabs;
 } extent_stats_t;
 
@@ -73,6 +77,7 @@ typedef struct pageheap_s {
     list_node_t dirty_lru;
     size_t npages[EXTENT_NFREE]; /* free pages by state; purging pages count as dirty */
     size_t npages_active, npages_slab, npages_reserved;
+    size_t npages_guard, npages_guard_large, npages_held; /* guard pages of live slabs and blocks; held blocks */
     size_t nlarge_alloc, nlarge_free, nslabs;
     extent_t *desc_free;  /* recycled descriptors (linked through addr) */
     size_t ndesc_free;
@@ -99,12 +104,13 @@ typedef struct extent_hint_s {
 
 /* A large block of NPAGES pages aligned to ALIGN (a power of two >= PAGE), at HINT's run
  * when it fits (HINT may be NULL); its zeroed field tells whether its bytes are known to
- * be zero.  NULL when memory is exhausted. */
+ * be zero.  NULL when memory is exhausted.  With extent_guards_wanted() a slab or large
+ * block has one more page, a guard page after it (its guard field says so). */
 extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint);
 /* A slab for class CLS owned by arena ARENA, every region free. */
 extent_t *extent_alloc_slab(unsigned cls, unsigned arena);
-/* Give a large block or a slab back: it becomes dirty and may be purged by policy.  A
- * large block sets HINT (when not NULL). */
+/* Give a large block or a slab back: it becomes dirty and may be purged by policy (its
+ * guard page, if any, an ordinary page again).  A large block sets HINT (when not NULL). */
 void extent_free(extent_t *e, extent_hint_t *hint);
 /* The same for N extents in one round of the page-heap lock (a thread cache's flush of
  * a large class: one lock round instead of one per block). */
@@ -112,8 +118,8 @@ void extent_free_many(extent_t *const *v, unsigned n, extent_hint_t *hint);
 /* The same for N empty slabs a bin kept, each dirty as of its stamp (when it emptied),
  * so that the decay counts the time it was kept. */
 void extent_free_aged(extent_t *const *v, unsigned n);
-/* Grow or shrink large block E in place to NPAGES; false when the pages after it are
- * not free. */
+/* Grow or shrink large block E in place to NPAGES (its guard page, if any, moves to the
+ * new end); false when the pages after it are not free. */
 bool extent_resize(extent_t *e, size_t npages);
 /* A place for a block of NPAGES pages that has to move: at the start of a free run with
  * room to double it, so that it can keep growing in place, at an address congruent to
@@ -123,6 +129,27 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_
 /* After the pages of OLD were moved to TARGET: OLD's place becomes clean free space and
  * TARGET the live block. */
 void extent_finish_move(extent_t *old, extent_t *target);
+
+/* ---- guard pages (guard:on, guard_sample; the policy is guard.c's) ---- */
+/* Whether new slabs and large blocks get a trailing guard page: guard:on, on a kernel that
+ * has guard pages. */
+bool extent_guards_wanted(void);
+/* Whether the kernel installs guard pages (false once it said EINVAL). */
+bool extent_guards_work(void);
+/* Make [ADDR, ADDR+LEN) guard pages (MADV_GUARD_INSTALL: their contents are dropped, no
+ * VMA is split), all of them or none.  The first EINVAL (no guard pages before Linux 6.13)
+ * prints one warning and turns guard pages off for good.  No lock held. */
+bool extent_guard_install(uintptr_t addr, size_t len);
+/* A sampled block's extent: NPAGES pages and a guard page after them, of no class; SAMPLE
+ * is its record's index + 1.  NULL when memory is exhausted or guards do not work. */
+extent_t *extent_alloc_sampled(size_t npages, unsigned sample);
+/* Hold freed large block E as a guard: the caller made its pages guard pages already.  It
+ * is neither allocatable nor mergeable, and a free of it is a double free. */
+void extent_hold(extent_t *e);
+/* Give held extent E back: its guard pages become ordinary (zero) pages, a clean run. */
+void extent_release_held(extent_t *e);
+/* The pages and bytes of block E, its guard page excluded. */
+static inline size_t extent_block_pages(const extent_t *e) { return e->npages - e->guard; }
 
 /* The extent whose first page is ADDR when it is a live large block or slab, else NULL. */
 extent_t *extent_of_block(uintptr_t addr);
@@ -152,5 +179,6 @@ const range_t *extent_range(const extent_t *e);
 
 static inline uintptr_t extent_end(const extent_t *e) { return e->addr + (e->npages << LG_PAGE); }
 static inline size_t extent_size(const extent_t *e) { return e->npages << LG_PAGE; }
+static inline size_t extent_block_size(const extent_t *e) { return extent_block_pages(e) << LG_PAGE; }
 
 #endif

@@ -103,7 +103,7 @@ static void heal_before_free(extent_t *e)
 
 static void *remap_move(extent_t *e, size_t npages)
 {
-    size_t old_bytes = extent_size(e);
+    size_t old_bytes = extent_block_size(e);
     /* Pieces at the new place: the old moved pieces, plus one for the part that grew in
      * place after the last move (it sits in the range's VMA, with other offsets). */
     unsigned pieces = e->moved_pieces ? e->moved_pieces + (e->moved_len < old_bytes) : 1;
@@ -160,7 +160,7 @@ static void *relocate_by_copy(extent_t *e, size_t usable)
     extent_t *t = extent_alloc_move_target(usable >> LG_PAGE, 0, true);
     if (!t)
         return NULL;
-    memcpy((void *)t->addr, (const void *)e->addr, extent_size(e));
+    memcpy((void *)t->addr, (const void *)e->addr, extent_block_size(e));
     heal_before_free(e);
     extent_free(e, tcache_large_hint());
     background_after_free();
@@ -206,8 +206,8 @@ void large_free(extent_t *e)
 
 void *large_realloc(extent_t *e, size_t usable)
 {
-    size_t npages = usable >> LG_PAGE;
-    if (npages < e->npages && e->moved_len > usable) {
+    size_t npages = usable >> LG_PAGE, bp = extent_block_pages(e);
+    if (npages < bp && e->moved_len > usable) {
         /* The cut-off tail must not stay behind in VMAs of its own: once cut off, nothing
          * would heal them, and the pieces there (up to all of the block's) would outlive
          * its budget.  If the heal fails the block keeps its size: still a valid shrink.
@@ -222,21 +222,22 @@ void *large_realloc(extent_t *e, size_t usable)
     /* Growth is put to the kernel's overcommit policy as mremap's would be (it charges
      * the growth only), wherever the pages come from; refused, the caller's malloc of
      * the whole new size is refused too. */
-    if (npages > e->npages && region_admit((npages - e->npages) << LG_PAGE) != 0)
+    if (npages > bp && region_admit((npages - bp) << LG_PAGE) != 0)
         return NULL;
-    bool shrink = npages < e->npages;
+    bool shrink = npages < bp;
     if (extent_resize(e, npages)) {
         if (shrink)
             background_after_free(); /* the cut-off tail is dirty */
         ATOMIC_ADD(&remap_in_place, 1);
         return (void *)e->addr;
     }
-    if (npages < e->npages || usable <= SC_CACHED_MAX)
+    if (shrink || usable <= SC_CACHED_MAX)
         return NULL; /* the caller copies through malloc: the new block has a size class */
-    /* In a fork child a heal could not merge back into the inherited VMA: copy there. */
+    /* In a fork child a heal could not merge back into the inherited VMA: copy there.  A
+     * block with a guard page is copied too (its guard page stays where it is). */
     void *q = NULL;
-    if (extent_size(e) >= (size_t)ATOMIC_LOAD(&conf.remap_threshold) && ATOMIC_LOAD(&conf.remap) &&
-        !region.inherited && os_has_dontunmap())
+    if (extent_block_size(e) >= (size_t)ATOMIC_LOAD(&conf.remap_threshold) && ATOMIC_LOAD(&conf.remap) &&
+        !region.inherited && !e->guard && os_has_dontunmap())
         q = remap_move(e, npages);
     return q ? q : relocate_by_copy(e, usable);
 }

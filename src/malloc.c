@@ -57,7 +57,7 @@ static void block_lookup(void *p, const char *func, block_t *b)
     if (pm_is_large_edge(entry) && e->addr == a && e->state == EXTENT_LARGE) {
         b->cls = pm_class(entry);
         b->ext = e;
-        b->usable = unlikely(e->prof) ? prof_usable(e) : extent_size(e);
+        b->usable = unlikely(e->prof) ? prof_usable(e) : extent_block_size(e);
         return;
     }
     if (pm_is_free_edge(entry) && e->addr == a)

@@ -14,10 +14,13 @@
  *                    block sees it, and checks the descriptor before saying so);
  *   reserved         the first and last page of pages kept out of use (a guard): their
  *                    length in pages;
+ *   guard            the trailing guard page of a slab or large block (guard:on,
+ *                    guard_sample), and every page of a freed block held as a guard
+ *                    (guard.h): the extent;
  *   empty (0)        no extent starts or ends here.
- * Interior pages of large blocks and free runs hold empty or stale large-tail, free-edge
- * and freed-head entries, never one that carries a class: so the free fast path can trust a
- * slab page's class without looking at the descriptor.  (The tag of a class is the class
+ * Interior pages of large blocks and free runs hold empty or stale large-tail, free-edge,
+ * freed-head and guard entries, never one that carries a class: so the free fast path can
+ * trust a slab page's class without looking at the descriptor.  (The tag of a class is the class
  * + 1, so that the fast path finds "a small class" with one subtraction and compare.) */
 #ifndef TIDE_PAGEMAP_H
 #define TIDE_PAGEMAP_H
@@ -43,6 +46,7 @@ _Static_assert(sizeof(pm_entry_t) == REGION_PM_ENTRY_BYTES, "the region reserves
 #define PM_TAG_FREE 0xF1u
 #define PM_TAG_RESERVED 0xF2u
 #define PM_TAG_FREED 0xF3u
+#define PM_TAG_GUARD 0xF4u
 
 static inline pm_entry_t pm_make_(uintptr_t low, unsigned tag)
 {
@@ -67,6 +71,7 @@ static inline pm_entry_t pm_large_head(const void *block, unsigned cls)
 static inline pm_entry_t pm_large_tail(const void *block) { return pm_make_((uintptr_t)block, PM_TAG_LARGE); }
 static inline pm_entry_t pm_free_edge(const void *run) { return pm_make_((uintptr_t)run, PM_TAG_FREE); }
 static inline pm_entry_t pm_freed_head(const void *run) { return pm_make_((uintptr_t)run, PM_TAG_FREED); }
+static inline pm_entry_t pm_guard(const void *ext) { return pm_make_((uintptr_t)ext, PM_TAG_GUARD); }
 static inline pm_entry_t pm_reserved(size_t npages) { return pm_make_((uintptr_t)npages, PM_TAG_RESERVED); }
 
 /* ---- reading them ---------------------------------------------------------------------- */
@@ -90,9 +95,10 @@ static inline bool pm_is_large_edge(pm_entry_t e)
 }
 static inline bool pm_is_free_edge(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREE; }
 static inline bool pm_is_freed_head(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREED; }
+static inline bool pm_is_guard(pm_entry_t e) { return pm_tag_(e) == PM_TAG_GUARD; }
 static inline bool pm_is_reserved(pm_entry_t e) { return pm_tag_(e) == PM_TAG_RESERVED; }
 static inline size_t pm_reserved_pages(pm_entry_t e) { return (size_t)(e & PM_PTR_MASK); }
-/* The descriptor of a slab page, a large edge, a free edge or a freed head. */
+/* The descriptor of a slab page, a large edge, a free edge, a freed head or a guard. */
 static inline void *pm_desc(pm_entry_t e) { return (void *)(uintptr_t)(e & PM_PTR_MASK); }
 /* The first byte of the slab that holds ADDR, from the entry of ADDR's page. */
 TIDE_INLINE uintptr_t pm_slab_base(pm_entry_t e, uintptr_t addr)

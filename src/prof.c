@@ -498,7 +498,7 @@ void prof_free(extent_t *e)
 size_t prof_usable(const extent_t *e)
 {
     const prof_rec_t *r = prof_rec(e->prof);
-    return r->usable ? r->usable : extent_size(e);
+    return r->usable ? r->usable : extent_block_size(e);
 }
 
 uint32_t prof_detach(extent_t *e)

@@ -1,5 +1,5 @@
 /* stats.c - statistics that reconcile:
- *   active + dirty + lazy + clean + metadata == mapped,   allocated <= active. */
+ *   active + dirty + lazy + clean + held + metadata == mapped,   allocated <= active. */
 #include "stats.h"
 
 #include <stdio.h>
@@ -32,7 +32,10 @@ void stats_collect(tide_stats_t *s, bool expensive)
     s->lazy = ph.lazy;
     s->clean = ph.clean;
     s->metadata = region.pm_mapped + ms.mapped + ph.reserved;
-    s->allocated = ar.allocated + (ph.active - ph.slab_bytes);
+    /* Guard pages are active (blocks hold them) but never handed out. */
+    s->allocated = ar.allocated + (ph.active - ph.slab_bytes - ph.large_guards);
+    s->guard_bytes = ph.guards;
+    s->held = ph.held;
     s->lazyfree_est = ph.lazy;
     s->nranges = ATOMIC_LOAD(&region.nranges);
     s->nmalloc_large = ph.nlarge_alloc;
@@ -94,7 +97,7 @@ void stats_collect(tide_stats_t *s, bool expensive)
     X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
     X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas) X(named) X(prof_samples) X(prof_live_samples)   \
     X(prof_stacks) X(prof_frame_walks) X(prof_backtraces) X(prof_dumps) X(nslabs_made) X(nslabs_empty) \
-    X(prof_stacks_reused)
+    X(prof_stacks_reused) X(guard_bytes) X(held)
 
 void stats_print(int json)
 {

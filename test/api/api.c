@@ -833,7 +833,8 @@ static struct footprint footprint(void)
     tide_stats_t s;
     tide_stats_get(&s, sizeof s);
     f.mapped = s.mapped;
-    cr_assert_eq(s.active + s.dirty + s.lazy + s.clean + s.metadata, s.mapped, "the statistics do not reconcile");
+    cr_assert_eq(s.active + s.dirty + s.lazy + s.clean + s.held + s.metadata, s.mapped,
+                 "the statistics do not reconcile");
 #endif
     return f;
 }
@@ -1549,7 +1550,7 @@ Test(api, tide_stats_reconcile)
     tide_stats_t *ss[] = {&s0, &s1, &s2};
     for (int i = 0; i < 3; i++) {
         tide_stats_t *s = ss[i];
-        cr_assert_eq(s->active + s->dirty + s->lazy + s->clean + s->metadata, s->mapped,
+        cr_assert_eq(s->active + s->dirty + s->lazy + s->clean + s->held + s->metadata, s->mapped,
                      "snapshot %d: active %" PRIu64 " + dirty %" PRIu64 " + lazy %" PRIu64 " + clean %" PRIu64
                      " + metadata %" PRIu64 " != mapped %" PRIu64,
                      i, s->active, s->dirty, s->lazy, s->clean, s->metadata, s->mapped);

@@ -13,8 +13,10 @@
  * another thread's purge is in progress.  Op 7 plays a kernel whose overcommit policy
  * refuses (the probe without MAP_NORESERVE fails): large requests fail before anything
  * is mapped.  Op 8 fails the munmap that gives a range's free tail back.  Op 9 plays a
- * kernel that names mappings (os_name is recorded and works, without the prctl), so that
- * the namings of every mapping can be checked on this machine's kernel, which has none.
+ * kernel without guard pages (MADV_GUARD_INSTALL is EINVAL before Linux 6.13): guard:on
+ * warns once and goes on without them.  Op 10 plays a kernel that names mappings (os_name
+ * is recorded and works, without the prctl), so that the namings of every mapping can be
+ * checked on this machine's kernel, which has none.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
@@ -299,7 +301,7 @@ static int trial(int scen, long skip, long count, void *live, size_t live_n)
     if (tide_check() != 0)
         return 11;
     tide_stats_t s = tt_stats();
-    if (s.active + s.dirty + s.lazy + s.clean + s.metadata != s.mapped)
+    if (s.active + s.dirty + s.lazy + s.clean + s.held + s.metadata != s.mapped)
         return 12;
     if (scen == S_REALLOC) {
         void *blk = p ? p : live;
@@ -1468,4 +1470,51 @@ Test(fault, moved_blocks_and_healed_pieces_are_named, .timeout = 60)
     cr_assert(tt_stats().vmas == 1, "tide's range is %lu VMAs once the moved block is gone", (unsigned long)tt_stats().vmas);
     tt_assert_heap_ok("at the end");
     conf("remap_max", "1");
+}
+
+/* ---- no guard pages in the kernel ------------------------------------------------------- */
+
+static void guard_einval_run(void *arg)
+{
+    void **v = arg;
+    arm(F_GUARD, 0, ALWAYS);
+    for (int i = 0; i < 16; i++) {
+        v[i] = malloc((size_t)(64 + 32 * i) << 10);
+        memset(v[i], 1, (size_t)(64 + 32 * i) << 10);
+        v[16 + i] = malloc(4096);
+        memset(v[16 + i], 2, 4096);
+    }
+    for (int i = 0; i < 32; i += 2)
+        free(v[i]);
+    disarm();
+}
+
+Test(fault, guard_einval_warns_once_and_runs_without_guard_pages, .timeout = 60)
+{
+    conf("guard", "on");
+    void *v[32];
+    char *err = NULL;
+    tt_capture(guard_einval_run, v, NULL, &err);
+    cr_expect_str_eq(err, "tide: guard pages are not available here (MADV_GUARD_INSTALL: EINVAL; Linux 6.13 has "
+                          "them): running without them\n");
+    free(err);
+    tide_stats_t s = tt_stats();
+    /* At most the one page the first guarded block or slab was carved with is left. */
+    cr_expect_leq(s.guard_bytes, 4096, "%lu bytes of guard pages after the kernel refused them",
+                  (unsigned long)s.guard_bytes);
+    cr_expect_eq(s.held, 0, "%lu bytes held as guards the kernel refused", (unsigned long)s.held);
+    tt_assert_heap_ok("after guard pages were refused");
+    /* For good: later blocks get no guard page, and a freed one is reused as before. */
+    size_t before = s.guard_bytes;
+    char *p = malloc(256 << 10);
+    memset(p, 3, 256 << 10);
+    free(p);
+    char *q = malloc(256 << 10);
+    s = tt_stats();
+    cr_expect_eq(s.guard_bytes, before, "a guard page was made after the kernel refused them");
+    cr_expect_eq(q, p, "a freed block was not reused at once without guard pages");
+    free(q);
+    for (int i = 1; i < 32; i += 2)
+        free(v[i]);
+    tt_assert_heap_ok("at the end");
 }

@@ -204,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
         abort();
     tide_stats_t st;
     tide_stats_get(&st, sizeof st);
-    if (st.active + st.dirty + st.lazy + st.clean + st.metadata != st.mapped || st.allocated > st.active)
+    if (st.active + st.dirty + st.lazy + st.clean + st.held + st.metadata != st.mapped || st.allocated > st.active)
         abort();
     return 0;
 }

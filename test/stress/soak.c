@@ -591,7 +591,7 @@ static void check_heap(const char *when)
         error_at("tide_check() failed", NULL, 0, 0, 0);
     tide_stats_t st;
     tide_stats_get(&st, sizeof st);
-    uint64_t sum = st.active + st.dirty + st.lazy + st.clean + st.metadata;
+    uint64_t sum = st.active + st.dirty + st.lazy + st.clean + st.held + st.metadata;
     if (sum != st.mapped)
         error_at("stats do not reconcile: active+dirty+lazy+clean+metadata vs mapped", NULL, 0, sum, st.mapped);
     if (st.allocated > st.active)

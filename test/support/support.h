@@ -417,7 +417,7 @@ static inline bool tt_heap_sound(char *why, size_t cap)
         return false;
     }
     tide_stats_t s = tt_stats();
-    if (s.active + s.dirty + s.lazy + s.clean + s.metadata != s.mapped) {
+    if (s.active + s.dirty + s.lazy + s.clean + s.held + s.metadata != s.mapped) {
         snprintf(why, cap, "the statistics do not reconcile: %lu + %lu + %lu + %lu + %lu != %lu",
                  (unsigned long)s.active, (unsigned long)s.dirty, (unsigned long)s.lazy, (unsigned long)s.clean,
                  (unsigned long)s.metadata, (unsigned long)s.mapped);

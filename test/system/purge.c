@@ -463,7 +463,7 @@ static void expect_reconciled(const char *when)
     tide_stats_t s;
     cr_assert_eq(tide_stats_get(&s, sizeof s), 0);
     cr_expect_eq(s.size, sizeof s);
-    cr_expect_eq(s.active + s.dirty + s.lazy + s.clean + s.metadata, s.mapped,
+    cr_expect_eq(s.active + s.dirty + s.lazy + s.clean + s.held + s.metadata, s.mapped,
                  "%s: active %lu + dirty %lu + lazy %lu + clean %lu + metadata %lu != mapped %lu", when,
                  (unsigned long)s.active, (unsigned long)s.dirty, (unsigned long)s.lazy, (unsigned long)s.clean,
                  (unsigned long)s.metadata, (unsigned long)s.mapped);
