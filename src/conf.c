@@ -29,6 +29,7 @@ conf_t conf = {
     .prof_interval = 0,
     .prof_prefix = "tide",
     .guard = 0,
+    .guard_quarantine = 4 << 20,
 };
 
 /* CONF_MODE: an enum whose first two names are off and on, which also takes the words
@@ -89,7 +90,10 @@ static const conf_key_t conf_keys[] = {
       "where dumps go: PREFIX.PID.SEQ.KIND.heap (KIND f at exit, iN by prof_interval, mN by "
       "tide_prof_dump(NULL)); a path, relative to the working directory or absolute" },
     { "guard", CONF_BOOL, &conf.guard, 0, 1, NULL, true, "off",
-      "a guard page (MADV_GUARD_INSTALL: no VMA) after every slab and large block made from now on" },
+      "a guard page (MADV_GUARD_INSTALL: no VMA) after every slab and large block made from now on, and "
+      "freed large blocks kept as guards for a while (guard_quarantine)" },
+    { "guard_quarantine", CONF_SIZE, &conf.guard_quarantine, 0, (long)1 << 40, NULL, true, "4m",
+      "bytes of freed large blocks kept as guards before their pages are reused, oldest out first" },
 };
 
 static void conf_warn(const char *what, const char *key, size_t keylen, const char *val, size_t vallen,

@@ -38,6 +38,7 @@ typedef struct conf_s {
     char prof_prefix[CONF_PREFIX_MAX]; /* dumps go to PREFIX.PID.SEQ.KIND.heap */
     long guard;            /* a guard page after every slab and large block; freed large
                             * blocks held as guards for a while (guard.h) */
+    long guard_quarantine; /* bytes: the most freed blocks held as guards (each kind) */
 } conf_t;
 
 extern conf_t conf;

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "conf.h"
+#include "guard.h"
 #include "init.h"
 #include "os.h"
 #include "prof.h"
@@ -30,6 +31,8 @@ TIDE_EXPORT int tide_conf_set(const char *key, const char *value)
     }
     if (strcmp(key, "thp") == 0)
         region_set_thp(conf.thp != 0);
+    if (strcmp(key, "guard") == 0)
+        guard_boot();
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "conf.h"
 #include "extent.h"
 #include "freelist.h"
+#include "guard.h"
 #include "lock.h"
 #include "meta.h"
 #include "os.h"
@@ -69,6 +70,7 @@ TIDE_NOINLINE bool init_boot(void)
     tcache_boot();
     pthread_atfork(tide_prefork, tide_postfork_parent, tide_postfork_child);
     prof_boot();
+    guard_boot();
     return true;
 }
 
@@ -120,6 +122,7 @@ static void tide_prefork(void)
     transfer_lock_all();
     arenas_lock_all();
     prof_prefork();
+    guard_prefork();
     lock_acquire(&pageheap.lock);
     meta_prefork();
 }
@@ -138,6 +141,7 @@ static void tide_postfork_parent(void)
     meta_postfork_parent();
     lock_release(&pageheap.lock);
     prof_postfork_parent();
+    guard_postfork_parent();
     arenas_unlock_all();
     transfer_unlock_all();
     background_postfork_parent();
@@ -161,6 +165,7 @@ static void tide_postfork_child(void)
     meta_postfork_child();
     lock_init(&pageheap.lock);
     prof_postfork_child();
+    guard_postfork_child();
     arenas_reinit_locks();
     transfer_reinit_locks();
     lock_init(&tide_init_lock);

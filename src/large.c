@@ -20,6 +20,7 @@
 
 #include "background.h"
 #include "conf.h"
+#include "guard.h"
 #include "os.h"
 #include "region.h"
 #include "size_class_table.h"
@@ -162,7 +163,7 @@ static void *relocate_by_copy(extent_t *e, size_t usable)
         return NULL;
     memcpy((void *)t->addr, (const void *)e->addr, extent_block_size(e));
     heal_before_free(e);
-    extent_free(e, tcache_large_hint());
+    guard_free_large(e, tcache_large_hint());
     background_after_free();
     ATOMIC_ADD(&remap_copies, 1);
     return (void *)t->addr;
@@ -199,7 +200,7 @@ void *large_alloc(size_t size, size_t align, bool zero)
 void large_free(extent_t *e)
 {
     heal_before_free(e);
-    extent_free(e, tcache_large_hint());
+    guard_free_large(e, tcache_large_hint());
     background_after_free();
     background_tick();
 }
@@ -234,7 +235,8 @@ void *large_realloc(extent_t *e, size_t usable)
     if (shrink || usable <= SC_CACHED_MAX)
         return NULL; /* the caller copies through malloc: the new block has a size class */
     /* In a fork child a heal could not merge back into the inherited VMA: copy there.  A
-     * block with a guard page is copied too (its guard page stays where it is). */
+     * block with a guard page is copied too: its old place is then held as a guard, so a
+     * use of the old pointer faults instead of reading the zeros a move leaves. */
     void *q = NULL;
     if (extent_block_size(e) >= (size_t)ATOMIC_LOAD(&conf.remap_threshold) && ATOMIC_LOAD(&conf.remap) &&
         !region.inherited && !e->guard && os_has_dontunmap())

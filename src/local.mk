@@ -10,6 +10,7 @@ src_libtide_la_SOURCES = \
 	src/meta.h src/meta.c \
 	src/extent.h src/extent_internal.h src/extent.c src/extent_dirty.c \
 	src/purge.h src/purge.c \
+	src/guard.h src/guard.c \
 	src/arena.h src/arena.c \
 	src/tcache.h src/tcache.c \
 	src/transfer.h src/transfer.c \

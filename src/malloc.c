@@ -19,6 +19,7 @@
 #include "conf.h"
 #include "extent.h"
 #include "freelist.h"
+#include "guard.h"
 #include "init.h"
 #include "large.h"
 #include "pagemap.h"
@@ -61,6 +62,9 @@ static void block_lookup(void *p, const char *func, block_t *b)
         return;
     }
     if (pm_is_free_edge(entry) && e->addr == a)
+        report_double_free(func, p);
+    /* A freed block held as a guard (guard.h): any of its pages names it. */
+    if (pm_is_guard(entry) && e->state == EXTENT_HELD && e->addr == a)
         report_double_free(func, p);
     /* A freed block's first page inside a free run; its descriptor may have been merged
      * away since (then the pointer is only invalid, as far as can be told). */

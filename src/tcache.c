@@ -9,6 +9,7 @@
 #include "conf.h"
 #include "extent.h"
 #include "freelist.h"
+#include "guard.h"
 #include "os.h"
 #include "pagemap.h"
 #include "purge.h"
@@ -82,7 +83,7 @@ static void free_direct(void *p, unsigned cls)
             background_after_free();
         return;
     }
-    extent_free(extent_of_block((uintptr_t)p), &tcache_hint);
+    guard_free_large(extent_of_block((uintptr_t)p), &tcache_hint);
     background_after_free();
 }
 
@@ -251,7 +252,9 @@ void tcache_free_slow(void *p, unsigned cls)
         tcache_check_not_freed(p, cls, "free");
     else if (tc->state == TCACHE_ACTIVE && p == tc->head[cls])
         report_double_free("free", p); /* its key cleared since (a use after free) */
-    if (tc->state != TCACHE_ACTIVE) {
+    /* guard:on: a large block goes to the quarantine, not to a cache that hands it out
+     * again at once. */
+    if (tc->state != TCACHE_ACTIVE || (cls >= SC_NSMALL && ATOMIC_LOAD(&conf.guard))) {
         free_direct(p, cls);
         return;
     }
