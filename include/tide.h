@@ -113,6 +113,8 @@ typedef struct tide_stats_s {
     uint64_t held;            /* freed blocks held as guard pages before reuse (not active,
                                * not free): active + dirty + lazy + clean + held + metadata
                                * = mapped */
+    uint64_t sampled;         /* blocks guard_sample placed before a guard page so far */
+    uint64_t sampled_live;    /* ... not freed yet */
 } tide_stats_t;
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */

@@ -30,6 +30,7 @@ conf_t conf = {
     .prof_prefix = "tide",
     .guard = 0,
     .guard_quarantine = 4 << 20,
+    .guard_sample = 0,
 };
 
 /* CONF_MODE: an enum whose first two names are off and on, which also takes the words
@@ -93,7 +94,11 @@ static const conf_key_t conf_keys[] = {
       "a guard page (MADV_GUARD_INSTALL: no VMA) after every slab and large block made from now on, and "
       "freed large blocks kept as guards for a while (guard_quarantine)" },
     { "guard_quarantine", CONF_SIZE, &conf.guard_quarantine, 0, (long)1 << 40, NULL, true, "4m",
-      "bytes of freed large blocks kept as guards before their pages are reused, oldest out first" },
+      "bytes of freed large blocks (and, apart, of sampled blocks) kept as guards before their pages are "
+      "reused, oldest out first" },
+    { "guard_sample", CONF_SIZE, &conf.guard_sample, 0, (long)1 << 40, NULL, true, "0",
+      "one allocation of at most 64 KiB in about this many bytes gets pages of its own, ending at a guard "
+      "page, and is held as a guard when freed; a SIGSEGV there is explained; 0 = off" },
 };
 
 static void conf_warn(const char *what, const char *key, size_t keylen, const char *val, size_t vallen,

@@ -39,6 +39,7 @@ typedef struct conf_s {
     long guard;            /* a guard page after every slab and large block; freed large
                             * blocks held as guards for a while (guard.h) */
     long guard_quarantine; /* bytes: the most freed blocks held as guards (each kind) */
+    long guard_sample;     /* bytes: one allocation in about this many is sampled; 0 off */
 } conf_t;
 
 extern conf_t conf;

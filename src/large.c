@@ -184,6 +184,8 @@ void *large_alloc(size_t size, size_t align, bool zero)
         size = ALIGN_UP(size, HUGEPAGE);
         align = MAX(align, HUGEPAGE);
     }
+    if (unlikely(guard_sampling()))
+        guard_sample_charge(size);
     extent_t *e = extent_alloc_large(pages_of(size), align, tcache_large_hint());
     background_tick();
     if (!e)

@@ -36,6 +36,7 @@ typedef struct block_s {
     unsigned cls;   /* size class, or EXTENT_NO_CLASS for a large block without one */
     extent_t *ext;  /* the slab or large extent */
     size_t usable;
+    bool sampled;   /* a block of guard_sample: its own extent, before a guard page */
 } block_t;
 
 /* Describe the block at P, aborting with FUNC's name when P is not one of tide's. */
@@ -47,6 +48,7 @@ static void block_lookup(void *p, const char *func, block_t *b)
         report_invalid_pointer(func, p);
     pm_entry_t entry = pm_read(r, a);
     extent_t *e = pm_desc(entry);
+    b->sampled = false;
     if (pm_is_slab_page(entry)) {
         if (unlikely(!sc_starts_region(pm_slab_class(entry), a - pm_slab_base(entry, a))))
             report_invalid_pointer(func, p);
@@ -55,16 +57,18 @@ static void block_lookup(void *p, const char *func, block_t *b)
         b->usable = sc_size[b->cls];
         return;
     }
-    if (pm_is_large_edge(entry) && e->addr == a && e->state == EXTENT_LARGE) {
+    if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && (e->sample ? guard_sample_ptr(e) == a : e->addr == a)) {
         b->cls = pm_class(entry);
         b->ext = e;
-        b->usable = unlikely(e->prof) ? prof_usable(e) : extent_block_size(e);
+        b->sampled = e->sample != 0;
+        b->usable = b->sampled ? guard_sample_usable(e) : unlikely(e->prof) ? prof_usable(e) : extent_block_size(e);
         return;
     }
     if (pm_is_free_edge(entry) && e->addr == a)
         report_double_free(func, p);
     /* A freed block held as a guard (guard.h): any of its pages names it. */
-    if (pm_is_guard(entry) && e->state == EXTENT_HELD && e->addr == a)
+    if (pm_is_guard(entry) && e->state == EXTENT_HELD && a >= e->addr && a < extent_end(e) &&
+        (e->sample ? guard_sample_ptr(e) == a : e->addr == a))
         report_double_free(func, p);
     /* A freed block's first page inside a free run; its descriptor may have been merged
      * away since (then the pointer is only invalid, as far as can be told). */
@@ -76,6 +80,10 @@ static void block_lookup(void *p, const char *func, block_t *b)
 static void block_free(void *p, const block_t *b)
 {
     extent_t *e = b->ext;
+    if (unlikely(b->sampled)) {
+        guard_sample_free(e);
+        return;
+    }
     /* A moved block (shrunk into a cached class) must be healed, not cached; a sampled
      * one goes back to the page heap, not to a cache, once the profiler has seen it go. */
     if (b->cls != EXTENT_NO_CLASS && !(e->state == EXTENT_LARGE && (e->moved_pieces || e->prof))) {
@@ -126,9 +134,13 @@ static void *malloc_any(size_t size, bool zero, void *frame)
 {
     void *p = NULL;
     if (likely(init_ensure())) {
-        /* cache_pop counted every request it can serve, whether it served it or not. */
+        /* cache_pop counted every request it can serve, whether it served it or not.
+         * guard_sample counts on slow paths only: the fast path pays nothing for it. */
         if (unlikely(alloc_sample(size, size <= SC_LOOKUP_MAX))) {
             p = alloc_sampled(size, sc_usable(size), PAGE, zero, frame);
+        } else if (unlikely(guard_sampling()) && size <= GUARD_SAMPLE_MAX && (p = guard_sample_alloc(size)) != NULL) {
+            if (zero)
+                memset(p, 0, size);
         } else if (size <= SC_CACHED_MAX) {
             p = tcache_alloc_slow(sc_class_of(size));
             if (p && zero)
@@ -394,9 +406,12 @@ static void *realloc_impl(void *p, size_t size, void *frame)
         errno = ENOMEM;
         return NULL;
     }
-    if (usable == b.usable)
-        return p; /* (a sampled block keeps its record as it was) */
-    if (b.ext->state == EXTENT_LARGE && usable >= sc_size[SC_NSMALL]) {
+    if (usable == b.usable && !b.sampled)
+        return p; /* (a block the profiler sampled keeps its record as it was) */
+    if (b.sampled) {
+        /* guard_sample's block is right-aligned against its guard page for its old size:
+         * a new block. */
+    } else if (b.ext->state == EXTENT_LARGE && usable >= sc_size[SC_NSMALL]) {
         /* Page runs both: in place, else by moving pages, else by a copy to a roomy place.
          * (The sampled block's record follows it.) */
         uint32_t rec = prof_detach(b.ext);

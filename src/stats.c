@@ -7,6 +7,7 @@
 
 #include "arena.h"
 #include "extent.h"
+#include "guard.h"
 #include "os.h"
 #include "prof.h"
 #include "purge.h"
@@ -36,6 +37,10 @@ void stats_collect(tide_stats_t *s, bool expensive)
     s->allocated = ar.allocated + (ph.active - ph.slab_bytes - ph.large_guards);
     s->guard_bytes = ph.guards;
     s->held = ph.held;
+    guard_stats_t gs;
+    guard_stats(&gs);
+    s->sampled = gs.sampled;
+    s->sampled_live = gs.sampled_live;
     s->lazyfree_est = ph.lazy;
     s->nranges = ATOMIC_LOAD(&region.nranges);
     s->nmalloc_large = ph.nlarge_alloc;
@@ -97,7 +102,7 @@ void stats_collect(tide_stats_t *s, bool expensive)
     X(remap_moves) X(remap_heals) X(remap_copies) X(remap_in_place) X(remap_live) X(narenas)  \
     X(nthreads) X(remap_vmas) X(remap_vmas_peak) X(meta_vmas) X(named) X(prof_samples) X(prof_live_samples)   \
     X(prof_stacks) X(prof_frame_walks) X(prof_backtraces) X(prof_dumps) X(nslabs_made) X(nslabs_empty) \
-    X(prof_stacks_reused) X(guard_bytes) X(held)
+    X(prof_stacks_reused) X(guard_bytes) X(held) X(sampled) X(sampled_live)
 
 void stats_print(int json)
 {

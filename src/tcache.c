@@ -58,6 +58,8 @@ static unsigned thread_arena(void)
 
 static void *alloc_direct(unsigned cls)
 {
+    if (unlikely(guard_sampling()))
+        guard_sample_charge(sc_size[cls]);
     if (cls < SC_NSMALL) {
         void **p;
         if (!arena_fill(thread_arena(), cls, (void **)&p, 1))
@@ -209,11 +211,16 @@ void *tcache_alloc_slow(unsigned cls)
     /* Dry: a class used in bursts gets a bigger cache (slow start, as tcmalloc's lists). */
     unsigned cap = MIN((unsigned)tc->cap[cls] + tc->cap[cls] / 2u, (unsigned)sc_tcache_max[cls]);
     void *head;
+    unsigned want = MAX(sc_tcache_init[cls] / 2u, 1u);
+    if (unlikely(guard_sampling())) /* stop where this thread's sampling interval ends */
+        want = guard_sample_batch(sc_size[cls], want);
     unsigned got = transfer_pop(tc->arena, cls, &head);
     if (got)
         cap = MAX(cap, got);
-    else if (!(got = arena_fill(tc->arena, cls, &head, MAX(sc_tcache_init[cls] / 2u, 1u))))
+    else if (!(got = arena_fill(tc->arena, cls, &head, want)))
         return NULL; /* (a bigger cache holds more, but a refill from slabs stays small) */
+    if (unlikely(guard_sampling()))
+        guard_sample_charge((size_t)got * sc_size[cls]);
     p = head;
     tc->head[cls] = freelist_next_checked(p, cls, "malloc");
     tc->cap[cls] = (uint16_t)cap;
