@@ -136,3 +136,22 @@ test_system_mapcount_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
 test_system_mapcount_LDFLAGS = $(rel_ldflags)
 test_system_mapcount_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
 endif
+
+# guard:on and guard_sample: the faults tide's SIGSEGV handler reports (test/system/guard_probe
+# run in children), the VMA count with guard pages and without, the quarantine.
+if HAVE_CRITERION
+check_PROGRAMS += test/system/guard_probe test/system/guard
+TESTS += test/system/guard
+test_system_guard_probe_SOURCES = test/system/guard_probe.c
+test_system_guard_probe_CPPFLAGS = $(rel_cppflags)
+test_system_guard_probe_CFLAGS = $(rel_cflags)
+# -export-dynamic: the backtraces in tide's report name the probe's functions.
+test_system_guard_probe_LDFLAGS = $(rel_ldflags) -export-dynamic
+test_system_guard_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
+test_system_guard_SOURCES = test/system/guard.c $(tide_test_support)
+test_system_guard_CPPFLAGS = $(rel_cppflags) -DGUARD_PROBE=\"$(abs_top_builddir)/test/system/guard_probe$(EXEEXT)\"
+test_system_guard_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
+test_system_guard_LDFLAGS = $(rel_ldflags)
+test_system_guard_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+EXTRA_test_system_guard_DEPENDENCIES = test/system/guard_probe$(EXEEXT)
+endif
