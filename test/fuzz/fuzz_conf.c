@@ -37,7 +37,8 @@ static void in_range(long v, long lo, long hi)
 
 static const char *const keys[] = { "purge",           "decay_ms", "background",  "arenas",     "tcache",
                                     "thp",             "stats",    "remap",       "remap_max",  "remap_threshold",
-                                    "prof",            "prof_sample", "prof_final", "prof_interval", "prof_prefix" };
+                                    "prof",            "prof_sample", "prof_final", "prof_interval", "prof_prefix",
+                                    "guard",           "guard_quarantine", "guard_sample" };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -71,6 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t plen = strnlen(conf.prof_prefix, sizeof conf.prof_prefix);
     if (plen == 0 || plen == sizeof conf.prof_prefix || memchr(conf.prof_prefix, ',', plen))
         abort();
+    in_range(conf.guard, 0, 1);
+    in_range(conf.guard_quarantine, 0, (long)1 << 40);
+    in_range(conf.guard_sample, 0, (long)1 << 40);
     /* Every key reads back, and setting what it reads gives the same value. */
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char buf[CONF_PREFIX_MAX];

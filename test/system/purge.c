@@ -388,6 +388,7 @@ static const struct {
     { "stats", "loud", "off" },         { "remap", "sure", "on" },       { "remap_max", "-1", "1" },
     { "remap_threshold", "12q", "1048576" }, { "prof", "always", "off" },  { "prof_sample", "0", "524288" },
     { "prof_final", "later", "off" },   { "prof_interval", "-1", "0" },  { "prof_prefix", "", "tide" },
+    { "guard", "maybe", "off" },        { "guard_quarantine", "-1", "4194304" }, { "guard_sample", "1x", "0" },
 };
 
 static int count_lines(const char *s)
