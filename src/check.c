@@ -73,9 +73,10 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
                 prev_free_state = ~0u;
             } else if (e->state == EXTENT_LARGE) {
                 size_t bp = extent_block_pages(e);
-                if (e->guard > 1 || bp == 0 || entry != pm_large_head(e, e->cls) ||
+                if (bp == 0 || entry != pm_large_head(e, e->cls) ||
                     (bp > 1 && pm_read(r, a + ((bp - 1) << LG_PAGE)) != pm_large_tail(e)) ||
-                    (e->guard && pm_read(r, extent_end(e) - PAGE) != pm_guard(e)))
+                    (e->guard && (pm_read(r, extent_guard_page(e)) != pm_guard(e) ||
+                                  pm_read(r, extent_end(e) - PAGE) != pm_guard(e))))
                     return check_fail("large block with bad boundary entries", a);
                 for (size_t i = 1; i + 1 < bp; i++) {
                     if (pm_class(pm_read(r, a + (i << LG_PAGE))) != PM_NO_CLASS)

@@ -71,8 +71,10 @@ static void extent_set_large_boundaries(extent_t *e)
 {
     const range_t *r = extent_range(e);
     size_t bp = extent_block_pages(e);
-    if (e->guard)
+    if (e->guard) {
         pm_write(r, extent_end(e) - PAGE, pm_guard(e));
+        pm_write(r, extent_guard_page(e), pm_guard(e));
+    }
     if (bp > 1)
         pm_write(r, e->addr + ((bp - 1) << LG_PAGE), pm_large_tail(e));
     pm_write(r, e->addr, pm_large_head(e, e->cls));
@@ -498,15 +500,18 @@ bool extent_guard_install(uintptr_t addr, size_t len)
 static void unguard_tail(const extent_t *e)
 {
     if (e->guard)
-        os_unguard(extent_end(e) - PAGE, PAGE);
+        os_unguard(extent_guard_page(e), PAGE);
 }
 
 /* ---- allocation, continued ------------------------------------------------------------ */
 
-/* A large block of NPAGES pages and GUARD more after it, of no class when CLASSLESS. */
-static extent_t *alloc_large(size_t npages, size_t align, extent_hint_t *hint, unsigned guard, bool classless)
+/* A large block of NPAGES pages, a guard page after it when GUARD (and padding to ALIGN),
+ * of no class when CLASSLESS. */
+static extent_t *alloc_large(size_t npages, size_t align, extent_hint_t *hint, bool guard, bool classless)
 {
-    size_t total = npages + guard;
+    size_t align_pages = MAX(align, PAGE) >> LG_PAGE;
+    size_t trail = guard ? ALIGN_UP(npages + 1, align_pages) - npages : 0;
+    size_t total = npages + trail;
     lock_acquire(&pageheap.lock);
     extent_t *e = NULL, *f = extent_desc_reserve(3) == 0 ? hinted_run(hint, total, align) : NULL;
     if (hint)
@@ -517,18 +522,18 @@ static extent_t *alloc_large(size_t npages, size_t align, extent_hint_t *hint, u
         e = take(total, align, false);
     if (e) {
         e->state = EXTENT_LARGE;
-        e->guard = (uint8_t)guard;
+        e->guard = (uint32_t)trail;
         int cls = classless ? -1 : sc_large_class_of_pages(npages);
         e->cls = cls < 0 ? EXTENT_NO_CLASS : (uint8_t)cls;
         extent_set_large_boundaries(e);
         pageheap.nlarge_alloc++;
-        pageheap.npages_guard += guard;
-        pageheap.npages_guard_large += guard;
+        pageheap.npages_guard += trail;
+        pageheap.npages_guard_large += trail;
     }
     lock_release(&pageheap.lock);
     /* The page is the caller's alone from here: no need to hold the lock across the call. */
     if (e && guard)
-        extent_guard_install(extent_end(e) - PAGE, PAGE);
+        extent_guard_install(extent_guard_page(e), PAGE);
     return e;
 }
 
@@ -541,7 +546,7 @@ extent_t *extent_alloc_sampled(size_t npages, unsigned sample)
 {
     if (!extent_guards_work())
         return NULL;
-    extent_t *e = alloc_large(npages, PAGE, NULL, 1, true);
+    extent_t *e = alloc_large(npages, PAGE, NULL, true, true);
     if (e)
         e->sample = (uint16_t)sample;
     return e;
@@ -554,7 +559,7 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
     extent_t *e = take(sc_slab_pages[cls] + guard, PAGE, true);
     if (e) {
         e->state = EXTENT_SLAB;
-        e->guard = (uint8_t)guard;
+        e->guard = guard;
         e->cls = (uint8_t)cls;
         e->arena = (uint16_t)arena;
         unsigned nregs = sc_nregs[cls];
@@ -682,7 +687,7 @@ bool extent_resize(extent_t *e, size_t npages)
     bool ok = false, shrink = npages < extent_block_pages(e);
     /* A guard page moves to the new end: the old one is the block's own page or goes to
      * the free run cut off, the new one is a page of the block or of the run taken. */
-    uintptr_t old_guard = extent_end(e) - PAGE, new_guard = e->addr + (npages << LG_PAGE);
+    uintptr_t old_guard = extent_guard_page(e), new_guard = e->addr + (npages << LG_PAGE);
     if (e->guard && shrink) {
         /* Before the cut-off pages can be handed out (the page that becomes the guard lies
          * past the new size: its contents may go). */
@@ -754,7 +759,7 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_
     e = carve(f, start, npages + guard);
     e->state = EXTENT_LARGE;
     e->cls = EXTENT_NO_CLASS;
-    e->guard = (uint8_t)guard;
+    e->guard = guard;
     /* Its boundaries now, not after the move: the heap walk (tide_check) may run meanwhile. */
     extent_set_large_boundaries(e);
     pageheap.nlarge_alloc++;
@@ -763,7 +768,7 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_
 out:
     lock_release(&pageheap.lock);
     if (e && guard)
-        extent_guard_install(extent_end(e) - PAGE, PAGE);
+        extent_guard_install(extent_guard_page(e), PAGE);
     return e;
 }
 

@@ -54,8 +54,9 @@ typedef struct extent_s {
     size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
     uint8_t moved_pieces; /* ... how many such VMAs */
     uint8_t freed;        /* free: EXTENT_FREED_* (first pages of freed large blocks) */
-    uint8_t guard;     /* slab, large, held: its last page is a guard page, not part of the block */
     uint16_t sample;   /* large, held: a sampled block (guard_sample): its record's index + 1 */
+    uint32_t guard;    /* slab, large, held: pages after the block, not part of it: the first a
+                        * guard page, the rest (if any) padding to the block's alignment */
     uint32_t prof;     /* large: a block the heap profiler sampled: its record (prof.c), else 0 */
     uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
 } extent_t;
@@ -105,7 +106,10 @@ typedef struct extent_hint_s {
 /* A large block of NPAGES pages aligned to ALIGN (a power of two >= PAGE), at HINT's run
  * when it fits (HINT may be NULL); its zeroed field tells whether its bytes are known to
  * be zero.  NULL when memory is exhausted.  With extent_guards_wanted() a slab or large
- * block has one more page, a guard page after it (its guard field says so). */
+ * block has one more page, a guard page after it (its guard field says so), and an
+ * aligned block as many more as keep the extent's size a multiple of its alignment: the
+ * pages up to the next aligned place would be a run no aligned block can use, and one that
+ * small blocks would fill above a giant block that must end its range (extent.c, take). */
 extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint);
 /* A slab for class CLS owned by arena ARENA, every region free. */
 extent_t *extent_alloc_slab(unsigned cls, unsigned arena);
@@ -148,8 +152,10 @@ extent_t *extent_alloc_sampled(size_t npages, unsigned sample);
 void extent_hold(extent_t *e);
 /* Give held extent E back: its guard pages become ordinary (zero) pages, a clean run. */
 void extent_release_held(extent_t *e);
-/* The pages and bytes of block E, its guard page excluded. */
+/* The pages and bytes of block E, its guard page (and padding) excluded. */
 static inline size_t extent_block_pages(const extent_t *e) { return e->npages - e->guard; }
+/* The guard page of E (when E->guard). */
+static inline uintptr_t extent_guard_page(const extent_t *e) { return e->addr + (extent_block_pages(e) << LG_PAGE); }
 
 /* The extent whose first page is ADDR when it is a live large block or slab, else NULL. */
 extent_t *extent_of_block(uintptr_t addr);

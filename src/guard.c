@@ -221,7 +221,7 @@ void *guard_sample_alloc(size_t size)
     if (rec) {
         extent_t *e = extent_alloc_sampled(pages_of(usable), (unsigned)(rec - guard_recs) + 1);
         if (e) {
-            rec->ptr = extent_end(e) - PAGE - usable;
+            rec->ptr = extent_guard_page(e) - usable;
             rec->size = size;
             rec->nfree = 0;
             rec->nalloc = os_backtrace(rec->alloc_bt, GUARD_BT_DEPTH);
@@ -273,10 +273,10 @@ static bool guard_explain(uintptr_t a)
         return false;
     const volatile extent_t *e = pm_desc(entry);
     unsigned state = e->state, cls = e->cls;
-    uintptr_t lo = e->addr, hi = lo + (e->npages << LG_PAGE);
+    uintptr_t lo = e->addr, hi = lo + (e->npages << LG_PAGE), gp = lo + ((e->npages - e->guard) << LG_PAGE);
     bool held = state == EXTENT_HELD;
     if (a < lo || a >= hi ||
-        (!held && !((state == EXTENT_LARGE || state == EXTENT_SLAB) && e->guard && a >= hi - PAGE)))
+        (!held && !((state == EXTENT_LARGE || state == EXTENT_SLAB) && e->guard && a >= gp && a < gp + PAGE)))
         return false;
     const guard_rec_t *rec = e->sample && guard_recs ? &guard_recs[e->sample - 1] : NULL;
     uintptr_t block;
