@@ -296,43 +296,65 @@ Test(guard, sample_costs_no_vma_in_the_heap, .timeout = 300)
     }
 }
 
-/* ---- the quarantine, in this process ------------------------------------------------------- */
+/* ---- the quarantine, in a child of this process (no other thread allocates there) ----- */
 
-static void conf_set(const char *k, const char *v) { cr_assert(tide_conf_set(k, v) == 0, "tide_conf_set(%s, %s)", k, v); }
-
-Test(guard, quarantine_holds_freed_blocks_first_in_first_out_within_its_bound, .timeout = 120)
+static int quarantine_child(void *arg)
 {
-    conf_set("guard", "on");
-    conf_set("guard_quarantine", "1m");
+    (void)arg;
+    TT_CHILD_CHECK(tide_conf_set("guard", "on") == 0 && tide_conf_set("guard_quarantine", "1m") == 0, "conf");
     enum { N = 12, SZ = 256 << 10 };
     const size_t each = SZ + 4096; /* the block and its guard page */
-    char *v[N];
+    static char *v[N];
     for (int i = 0; i < N; i++)
         v[i] = malloc(SZ);
-    tide_stats_t s = tt_stats();
-    cr_expect_geq(s.guard_bytes, N * 4096, "guard bytes %lu for %d blocks", (unsigned long)s.guard_bytes, N);
+    tide_stats_t s0 = tt_stats(), s;
+    TT_CHILD_CHECK(s0.guard_bytes >= N * 4096, "guard bytes %lu for %d blocks", (unsigned long)s0.guard_bytes, N);
     free(v[0]);
     s = tt_stats();
-    cr_expect_eq(s.held, each, "one block freed: %lu held", (unsigned long)s.held);
+    TT_CHILD_CHECK(s.held == s0.held + each, "one block freed: %lu held, %lu before", (unsigned long)s.held,
+                   (unsigned long)s0.held);
     /* Held, its pages are not handed out again. */
     char *again = malloc(SZ);
-    cr_expect(again < v[0] || again >= v[0] + each, "a held block's pages were handed out (%p)", (void *)again);
+    TT_CHILD_CHECK(again + SZ <= v[0] || again >= v[0] + each, "a held block's pages were handed out (%p)",
+                   (void *)again);
     free(again);
     for (int i = 1; i < N; i++) {
         free(v[i]);
         s = tt_stats();
-        cr_expect_leq(s.held, 1 << 20, "the quarantine holds %lu bytes, more than its 1 MiB", (unsigned long)s.held);
+        TT_CHILD_CHECK(s.held <= 1 << 20, "the quarantine holds %lu bytes, more than its 1 MiB", (unsigned long)s.held);
     }
-    cr_expect_eq(s.held, 3 * each, "the last three blocks (%zu bytes) should be held: %lu", 3 * each,
-                 (unsigned long)s.held);
-    tt_assert_heap_ok("after the quarantine");
-    /* With no room, a freed block goes back at once. */
-    conf_set("guard_quarantine", "0");
+    /* First in, first out: the last three freed are the ones held. */
+    TT_CHILD_CHECK(s.held == 3 * each, "the last three blocks (%zu bytes) should be held: %lu", 3 * each,
+                   (unsigned long)s.held);
+    static char *w[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = malloc(SZ);
+        for (int k = N - 3; k < N; k++)
+            TT_CHILD_CHECK(w[i] + SZ <= v[k] || w[i] >= v[k] + each, "block %d, held, was handed out again", k);
+    }
+    for (int i = 0; i < N; i++)
+        free(w[i]);
+    char why[256];
+    TT_CHILD_CHECK(tt_heap_sound(why, sizeof why), "after the quarantine: %s", why);
+    /* With no room, the next free gives back what is held. */
+    TT_CHILD_CHECK(tide_conf_set("guard_quarantine", "0") == 0, "conf");
     free(malloc(SZ));
     s = tt_stats();
-    cr_expect_eq(s.held, 0, "guard_quarantine:0 still holds %lu bytes", (unsigned long)s.held);
-    tt_assert_heap_ok("after the quarantine was emptied");
+    TT_CHILD_CHECK(s.held == 0, "guard_quarantine:0 still holds %lu bytes", (unsigned long)s.held);
+    TT_CHILD_CHECK(tt_heap_sound(why, sizeof why), "after the quarantine was emptied: %s", why);
+    return 0;
 }
+
+Test(guard, quarantine_holds_freed_blocks_first_in_first_out_within_its_bound, .timeout = 120)
+{
+    struct tt_child_spec spec = { .fn = quarantine_child, .silence_s = 60 };
+    struct tt_child ch;
+    cr_assert(tt_child_run(&spec, &ch) == 0);
+    char how[128];
+    cr_expect(tt_child_exited(&ch, 0), "the child %s:\n%s", tt_child_how(&ch, how, sizeof how), ch.err);
+}
+
+static void conf_set(const char *k, const char *v) { cr_assert(tide_conf_set(k, v) == 0, "tide_conf_set(%s, %s)", k, v); }
 
 Test(guard, guarded_blocks_keep_their_data_through_realloc, .timeout = 120)
 {
