@@ -189,6 +189,24 @@ Test(guard, a_sampled_block_is_right_aligned_and_usable, .timeout = 120)
     cr_expect_str_eq(ch.err, "");
 }
 
+static void expect_handler(const char *conf, const char *want)
+{
+    const char *argv[] = { GUARD_PROBE, "handler", NULL };
+    struct tt_child_spec spec = { .path = GUARD_PROBE, .argv = argv, .conf = conf, .silence_s = 60 };
+    struct tt_child ch;
+    cr_assert(tt_child_run(&spec, &ch) == 0);
+    cr_expect(tt_child_exited(&ch, 0), "stderr: %s", ch.err);
+    cr_expect_str_eq(ch.out, want, "TIDE_CONF=%s", conf ? conf : "");
+}
+
+Test(guard, the_handler_is_installed_only_for_the_guard_keys, .timeout = 120)
+{
+    expect_handler(NULL, "handler default\n");
+    expect_handler("guard:off,guard_sample:0", "handler default\n");
+    expect_handler("guard:on", "handler siginfo\n");
+    expect_handler("guard_sample:1m", "handler siginfo\n");
+}
+
 Test(guard, the_handler_chains_to_the_programs_for_other_faults, .timeout = 120)
 {
     outcome_t o;

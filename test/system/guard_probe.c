@@ -221,6 +221,13 @@ static int run(const char *c)
         for (int i = 0; i < NLARGE; i++)
             free(large[i]);
         return 0;
+    } else if (!strcmp(c, "handler")) {
+        /* Whose SIGSEGV action this process has (tide installs one only for its keys). */
+        free(malloc(1)); /* tide has started */
+        struct sigaction old;
+        sigaction(SIGSEGV, NULL, &old);
+        printf("handler %s\n", (old.sa_flags & SA_SIGINFO) ? "siginfo" : old.sa_handler == SIG_DFL ? "default" : "other");
+        return 0;
     } else if (!strcmp(c, "vmas")) {
         vmas();
         return 0;
