@@ -147,8 +147,9 @@ bool extent_guard_install(uintptr_t addr, size_t len);
 /* A sampled block's extent: NPAGES pages and a guard page after them, of no class; SAMPLE
  * is its record's index + 1.  NULL when memory is exhausted or guards do not work. */
 extent_t *extent_alloc_sampled(size_t npages, unsigned sample);
-/* Hold freed large block E as a guard: the caller made its pages guard pages already.  It
- * is neither allocatable nor mergeable, and a free of it is a double free. */
+/* Hold freed large block E as a guard: the caller made all its pages (padding included)
+ * guard pages already.  It is neither allocatable nor mergeable, and a free of it is a
+ * double free. */
 void extent_hold(extent_t *e);
 /* Give held extent E back: its guard pages become ordinary (zero) pages, a clean run. */
 void extent_release_held(extent_t *e);

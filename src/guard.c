@@ -110,7 +110,8 @@ static void queue_push(guard_queue_t *q, extent_t *e)
 void guard_free_large(extent_t *e, extent_hint_t *hint)
 {
     size_t bound = (size_t)ATOMIC_LOAD(&conf.guard_quarantine);
-    if (e->guard && extent_size(e) <= bound && extent_guard_install(e->addr, extent_block_size(e))) {
+    /* All of the extent, its padding too: the pages come back as clean (zero) ones. */
+    if (e->guard && extent_size(e) <= bound && extent_guard_install(e->addr, extent_size(e))) {
         queue_push(&queue_large, e);
         return;
     }
@@ -250,7 +251,7 @@ void guard_sample_free(extent_t *e)
     t->busy = 0;
     ATOMIC_STORE_REL(&rec->state, REC_FREED);
     ATOMIC_SUB(&guard_nlive, 1);
-    if (!extent_guard_install(e->addr, extent_block_size(e))) {
+    if (!extent_guard_install(e->addr, extent_size(e))) {
         extent_free(e, NULL);
         slot_put(rec);
         return;

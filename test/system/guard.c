@@ -372,6 +372,47 @@ Test(guard, quarantine_holds_freed_blocks_first_in_first_out_within_its_bound, .
     cr_expect(tt_child_exited(&ch, 0), "the child %s:\n%s", tt_child_how(&ch, how, sizeof how), ch.err);
 }
 
+/* A held block comes back as clean pages: they must read as zero, its padding included
+ * (an aligned block's extent runs on past its guard page to its alignment). */
+static int released_reads_zero_child(void *arg)
+{
+    (void)arg;
+    TT_CHILD_CHECK(tide_conf_set("purge", "none") == 0 && tide_conf_set("guard", "on") == 0 &&
+                       tide_conf_set("guard_quarantine", "128k") == 0,
+                   "conf");
+    /* Dirty pages full of 0xaa for the aligned blocks to be carved from. */
+    char *big = malloc(8 << 20);
+    memset(big, 0xaa, 8 << 20);
+    free(big);
+    enum { N = 60 };
+    static void *a[N];
+    for (int i = 0; i < N; i++)
+        a[i] = aligned_alloc(64 << 10, 64 << 10);
+    /* Each free holds its block and gives the one before back (the bound is one extent). */
+    for (int i = 0; i < N; i++)
+        free(a[i]);
+    /* calloc trusts clean pages to be zero: take all the free space there is. */
+    static unsigned char *c[200];
+    for (int i = 0; i < 200; i++) {
+        c[i] = calloc(1, 100 << 10);
+        TT_CHILD_CHECK(c[i] != NULL, "calloc");
+        for (size_t k = 0; k < 100 << 10; k++)
+            TT_CHILD_CHECK(c[i][k] == 0, "calloc(100 KiB) #%d = %p: byte %zu is %#x", i, (void *)c[i], k, c[i][k]);
+    }
+    for (int i = 0; i < 200; i++)
+        free(c[i]);
+    return 0;
+}
+
+Test(guard, a_held_block_comes_back_as_zero_pages, .timeout = 120)
+{
+    struct tt_child_spec spec = { .fn = released_reads_zero_child, .silence_s = 60 };
+    struct tt_child ch;
+    cr_assert(tt_child_run(&spec, &ch) == 0);
+    char how[128];
+    cr_expect(tt_child_exited(&ch, 0), "the child %s:\n%s", tt_child_how(&ch, how, sizeof how), ch.err);
+}
+
 static void conf_set(const char *k, const char *v) { cr_assert(tide_conf_set(k, v) == 0, "tide_conf_set(%s, %s)", k, v); }
 
 Test(guard, guarded_blocks_keep_their_data_through_realloc, .timeout = 120)
