@@ -393,15 +393,24 @@ static extent_t *span_fit(size_t need)
 }
 
 /* The run to take NEED pages from: the best single fit, else a merged span, else fresh
- * pages from growing the range.  Lock held. */
-static extent_t *find_fit(size_t need)
+ * pages from growing the range, by ROOM pages more when that can be had.  Lock held. */
+static extent_t *find_fit(size_t need, size_t room)
 {
     extent_t *f = best_fit(need);
     if (!f)
         f = span_fit(need);
-    if (!f && grow(need) == 0)
+    if (!f && ((room && grow(need + room) == 0) || grow(need) == 0))
         f = best_fit(need);
     return f;
+}
+
+/* The pages a growth for a giant block of NPAGES adds below it (take): the step the range
+ * would grow by next, a quarter of it with the block, at least REGION_MIN_GROW, and short
+ * enough that the block still goes to the end (REGION_TRIM_MIN).  Lock held. */
+static size_t giant_room(size_t npages)
+{
+    size_t step = MAX(((region.heap_mapped >> LG_PAGE) + npages) / 4, REGION_MIN_GROW >> LG_PAGE);
+    return MIN(step, (REGION_TRIM_MIN / 2) >> LG_PAGE);
 }
 
 /* F holds the first page of a freed large block, which a slab cut from it could cover: a
@@ -434,7 +443,7 @@ static extent_t *take(size_t npages, size_t align, bool slab)
     size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
     if (need < npages || extent_desc_reserve(3) != 0)
         return NULL;
-    extent_t *f = find_fit(need);
+    extent_t *f = find_fit(need, npages >= GIANT_PAGES ? giant_room(npages) : 0);
     if (!f)
         return NULL;
     /* New slabs do not go first into pages a large block just gave back: a second free
@@ -447,7 +456,9 @@ static extent_t *take(size_t npages, size_t align, bool slab)
      * run is too small ever to be given back (extent_trim_tail), goes to the run's end:
      * the small blocks that come next fill the rest below it instead of settling above it,
      * so once freed it becomes the range's free tail and its address space can go back.
-     * (This is the common case: the range just grew for it.) */
+     * (This is the common case: the range just grew for it, and by giant_room more, so
+     * that the rest is the room a growth would give those blocks, not just the alignment
+     * slack: once that was used up, the next growth went above the block and kept it.) */
     if (npages >= GIANT_PAGES && extent_end(f) == ATOMIC_LOAD(&extent_range(f)->end) &&
         ((f->npages - npages) << LG_PAGE) < REGION_TRIM_MIN)
         start = ALIGN_DOWN(extent_end(f) - (npages << LG_PAGE), align);
@@ -752,7 +763,7 @@ extent_t *extent_alloc_move_target(size_t npages, uintptr_t congruent, bool any_
      * that holds it.  (Worst fit, the middle of the largest run, halved the largest run
      * on every relocation: under the soak the range grew to 5-8 GiB for 1 GiB live.) */
     extent_t *f = best_fit(room);
-    if (!f && !(f = find_fit(need)))
+    if (!f && !(f = find_fit(need, 0)))
         goto out;
     /* The slack in NEED makes room for an address of every residue mod 2 MiB. */
     uintptr_t start = any_address ? f->addr : f->addr + ((congruent - f->addr) & (HUGEPAGE - 1));

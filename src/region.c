@@ -20,7 +20,6 @@ region_t region;
 
 #define REGION_HINT_LO ((uintptr_t)16 << 40)
 #define REGION_HINT_SLOTS ((uintptr_t)(8 << 20)) /* 2 MiB slots: [16, 32) TiB, 23 bits */
-#define REGION_MIN_GROW (4 * MiB)
 /* The page map is reserved for this many times the heap, so that it rarely grows. */
 #define REGION_PM_SLACK 8
 /* Requests from this size on are put to the kernel (region_admit).  Below it the probe

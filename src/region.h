@@ -51,6 +51,8 @@ typedef struct region_s {
 
 /* A free tail smaller than this is never given back (see region_trim_point). */
 #define REGION_TRIM_MIN GiB
+/* The least a range grows by. */
+#define REGION_MIN_GROW (4 * MiB)
 
 extern region_t region TIDE_HIDDEN;
 
