@@ -69,6 +69,10 @@ void extent_set_free_edges(extent_t *e) { set_edges(e, pm_free_edge(e), pm_free_
  * guard page, when it has one, names it (the SIGSEGV handler reads that). */
 static void extent_set_large_boundaries(extent_t *e)
 {
+    if (likely(!e->guard)) {
+        set_edges(e, pm_large_head(e, e->cls), pm_large_tail(e));
+        return;
+    }
     const range_t *r = extent_range(e);
     size_t bp = extent_block_pages(e);
     if (e->guard) {
@@ -520,8 +524,7 @@ static void unguard_tail(const extent_t *e)
  * of no class when CLASSLESS. */
 static extent_t *alloc_large(size_t npages, size_t align, extent_hint_t *hint, bool guard, bool classless)
 {
-    size_t align_pages = MAX(align, PAGE) >> LG_PAGE;
-    size_t trail = guard ? ALIGN_UP(npages + 1, align_pages) - npages : 0;
+    size_t trail = unlikely(guard) ? ALIGN_UP(npages + 1, MAX(align, PAGE) >> LG_PAGE) - npages : 0;
     size_t total = npages + trail;
     lock_acquire(&pageheap.lock);
     extent_t *e = NULL, *f = extent_desc_reserve(3) == 0 ? hinted_run(hint, total, align) : NULL;

@@ -39,6 +39,19 @@ typedef struct block_s {
     bool sampled;   /* a block of guard_sample: its own extent, before a guard page */
 } block_t;
 
+/* Whether A is guard_sample's block in live large extent E, and if so describe it: out of
+ * line, so that block_lookup stays a leaf for every other large block. */
+static TIDE_NOINLINE bool block_sampled(uintptr_t a, extent_t *e, pm_entry_t entry, block_t *b)
+{
+    if (guard_sample_ptr(e) != a)
+        return false;
+    b->cls = pm_class(entry);
+    b->ext = e;
+    b->sampled = true;
+    b->usable = guard_sample_usable(e);
+    return true;
+}
+
 /* Describe the block at P, aborting with FUNC's name when P is not one of tide's. */
 static void block_lookup(void *p, const char *func, block_t *b)
 {
@@ -57,12 +70,15 @@ static void block_lookup(void *p, const char *func, block_t *b)
         b->usable = sc_size[b->cls];
         return;
     }
-    if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && (e->sample ? guard_sample_ptr(e) == a : e->addr == a)) {
-        b->cls = pm_class(entry);
-        b->ext = e;
-        b->sampled = e->sample != 0;
-        b->usable = b->sampled ? guard_sample_usable(e) : unlikely(e->prof) ? prof_usable(e) : extent_block_size(e);
-        return;
+    if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE) {
+        if (likely(e->addr == a && !e->sample)) {
+            b->cls = pm_class(entry);
+            b->ext = e;
+            b->usable = unlikely(e->prof) ? prof_usable(e) : extent_block_size(e);
+            return;
+        }
+        if (e->sample && block_sampled(a, e, entry, b))
+            return;
     }
     if (pm_is_free_edge(entry) && e->addr == a)
         report_double_free(func, p);
