@@ -55,6 +55,7 @@ static void *bg_main(void *arg)
             continue;
         }
         uint64_t now = os_now_ns();
+        purge_note_time(now);
         uint64_t due = purge_next_due();
         if (due <= now) {
             pthread_mutex_unlock(&bg_mutex);
@@ -150,6 +151,7 @@ void background_after_free(void)
     if (policy == PURGE_NONE || decay < 0)
         return;
     uint64_t now = os_now_ns();
+    purge_note_time(now);
     if (decay == 0) {
         /* At once: here, or by the pass in progress right after it (see purge_again). */
         purge_pass(now, policy, false, false);
@@ -181,6 +183,7 @@ void background_tick(void)
     if (policy == PURGE_NONE || decay <= 0)
         return;
     uint64_t now = os_now_ns();
+    purge_note_time(now);
     if (now < due)
         return;
     purge_then_drain(now - (uint64_t)decay * 1000000u, policy, false);

@@ -316,6 +316,8 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
     cut->moved_len = 0;
     cut->moved_pieces = 0;
     pageheap.npages_active += npages;
+    if (state != EXTENT_CLEAN)
+        __atomic_store_n(&pageheap.reused, pageheap.reused + npages, __ATOMIC_RELAXED);
     return cut;
 }
 

@@ -79,6 +79,9 @@ typedef struct pageheap_s {
     size_t npages[EXTENT_NFREE]; /* free pages by state; purging pages count as dirty */
     size_t npages_active, npages_slab, npages_reserved;
     size_t npages_guard, npages_guard_large, npages_held; /* guard pages of live slabs and blocks; held blocks */
+    /* Pages ever taken again from dirty or lazy runs: freed pages reused while resident,
+     * which the decay keeps as many of (purge.c).  Read without the lock. */
+    size_t reused;
     size_t nlarge_alloc, nlarge_free, nslabs;
     extent_t *desc_free;  /* recycled descriptors (linked through addr) */
     size_t ndesc_free;
@@ -167,8 +170,11 @@ void extent_stats(extent_stats_t *out);
 /* Move dirty extents freed at or before OLDER_THAN (ns), oldest first, into OUT (at most
  * MAX of them, at most MAX_PAGES pages in all) and mark them purging.  With WHOLE_UNITS
  * (huge pages), an extent also takes the rest of a 2 MiB unit it ends in from a clean or
- * lazy neighbour that holds it, so that the unit can be purged whole.  Lock held. */
-size_t extent_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages);
+ * lazy neighbour that holds it, so that the unit can be purged whole.  EXACT (and not
+ * WHOLE_UNITS): the last run taken is cut so that exactly MAX_PAGES are taken, else the
+ * last run may go past them.  Lock held. */
+size_t extent_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages,
+                         bool exact);
 /* Return purged extents as STATE (lazy or clean), or back to dirty when the purge failed. */
 void extent_put_purged(extent_t **ext, size_t n, extent_state_t state);
 /* Return purged extent E whose pages [LO, HI) were purged: that span becomes STATE and

@@ -51,7 +51,34 @@ static void absorb_unit_rest(extent_t *e, bool left)
     extent_set_free_edges(e);
 }
 
-size_t extent_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages)
+/* Cut the last NPAGES pages off dirty run E, the oldest, as a run of their own in no
+ * tree; E keeps the rest (and the freed heads inside it name E, as carve() leaves them).
+ * NULL when no descriptor can be had.  Lock held. */
+static extent_t *split_tail(extent_t *e, size_t npages)
+{
+    if (extent_desc_reserve(1) != 0)
+        return NULL;
+    extent_tree_remove(e);
+    extent_clear_edges(e);
+    extent_t *x = extent_desc_get();
+    e->npages -= npages;
+    x->addr = extent_end(e);
+    x->npages = npages;
+    x->range = e->range;
+    x->state = EXTENT_DIRTY;
+    x->stamp = e->stamp;
+    x->freed = e->freed & EXTENT_FREED_INSIDE;
+    extent_set_free_edges(e);
+    extent_tree_insert(e);
+    /* E was the oldest: back to the front of the age order. */
+    list_remove(&e->lru);
+    list_insert_after(&pageheap.dirty_lru, &e->lru);
+    extent_set_free_edges(x);
+    return x;
+}
+
+size_t extent_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, size_t max, size_t max_pages,
+                         bool exact)
 {
     size_t n = 0, pages = 0;
     while (n < max && pages < max_pages) {
@@ -61,7 +88,15 @@ size_t extent_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, 
         extent_t *e = container_of(l, extent_t, lru);
         if (e->stamp > older_than)
             break;
-        extent_tree_remove(e);
+        if (exact && !whole_units && e->npages > max_pages - pages) {
+            /* The high end: allocation takes the lowest address first, so the part kept
+             * is the part wanted first. */
+            e = split_tail(e, max_pages - pages);
+            if (!e)
+                break;
+        } else {
+            extent_tree_remove(e);
+        }
         e->state = EXTENT_PURGING;
         pageheap.npages[EXTENT_DIRTY] += e->npages; /* still dirty until purged */
         if (whole_units) {

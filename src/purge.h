@@ -1,9 +1,10 @@
 /* purge.h - the purge engine: dirty runs go back to the kernel.
  *
  * A dirty run is purged once it has stayed free for decay_ms (at once with 0, never
- * with -1), by the policy in force: MADV_DONTNEED (its pages become clean: zero on the
- * next touch), MADV_FREE (lazy: the kernel takes them only under memory pressure) or
- * none.  Runs are collected under the page-heap lock, purged outside it, many in one
+ * with -1) and the dirty pages exceed those the program reused over the last decay_ms
+ * (a decay pass keeps that many, the oldest purged first), by the policy in force:
+ * MADV_DONTNEED (its pages become clean: zero on the next touch), MADV_FREE (lazy: the
+ * kernel takes them only under memory pressure) or none.  Runs are collected under the page-heap lock, purged outside it, many in one
  * process_madvise call, and put back as clean or lazy.  When the engine runs is the
  * caller's business (background.h). */
 #ifndef TIDE_PURGE_H
@@ -23,6 +24,9 @@ size_t purge_all(void);
 /* When the oldest dirty run comes due (ns), or 0 when nothing is dirty as far as the
  * engine knows; set by each pass, and by the first free after one (purge_set_due). */
 uint64_t purge_next_due(void);
+/* Tell the decay the time (ns, os_now_ns): the first caller in each quarter of decay_ms
+ * marks how many pages had been reused by then.  Lock-free; no system call. */
+void purge_note_time(uint64_t now);
 void purge_set_due(uint64_t ns);
 
 void purge_prefork(void);

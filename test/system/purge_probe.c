@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,6 +336,94 @@ static int cmd_idle_next(long live_mb, long burst_mb, long wait_ms)
     return 0;
 }
 
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+/* swing DECAY_MS: a working set that comes back after more than decay_ms, beside memory
+ * that never does (run with background:off and decay_ms DECAY_MS: the passes run at this
+ * program's large mallocs and frees).  COLD (256 blocks of 1 MiB, apart) is freed first
+ * and never used again.  Then, every decay_ms / 8, a steady block S (4 MiB) is freed and
+ * taken again twice, and for the first 4 steps a swinging set X (8 blocks of 2 MiB) is
+ * allocated, written and freed; for the next 12 steps (1.5 x decay_ms) X stays free, and
+ * then it is allocated and written again.  Every size fits only its own runs: COLD's
+ * 1 MiB runs nothing else, X's run the 2 MiB blocks, S's run S (live guards keep
+ * the runs apart).  Reports what tide
+ * purged from the first free of COLD to X's return, the minor faults of writing X again,
+ * the longest gap between two steps (a step late by decay_ms / 2 or more makes the run
+ * say nothing: the reuse it should have seen was not there), and whether X's run and S's
+ * lie apart as meant. */
+static int cmd_swing(long decay_ms)
+{
+    enum { NCOLD = 256, NX = 8 };
+    static void *cold[NCOLD], *guard[NCOLD], *x[NX];
+    const size_t cold_size = 1 * MiB, x_size = 2 * MiB, s_size = 4 * MiB, guard_size = 128 * 1024;
+    for (int i = 0; i < NCOLD; i++) {
+        cold[i] = malloc(cold_size);
+        guard[i] = malloc(guard_size); /* keeps the cold runs apart */
+        touch(cold[i], cold_size);
+    }
+    for (int i = 0; i < NX; i++)
+        x[i] = malloc(x_size);
+    /* Guards the size of the blocks before them: a smaller one could fit a free run
+     * elsewhere and leave the two sets side by side. */
+    void *xguard = malloc(x_size), *s = malloc(s_size), *sguard = malloc(s_size);
+    touch(s, s_size);
+    /* The sets as laid out, one after the other: else the run says nothing. */
+    int apart = (char *)xguard == (char *)x[NX - 1] + x_size && (char *)s == (char *)xguard + x_size;
+    for (int i = 0; i < NX; i++) {
+        touch(x[i], x_size);
+        free(x[i]);
+    }
+    tide_stats_t st0, st1;
+    tide_stats_get(&st0, sizeof st0);
+    for (int i = 0; i < NCOLD; i++)
+        free(cold[i]);
+    long step_ms = decay_ms / 8, max_gap_ms = 0;
+    uint64_t prev = now_ns();
+    for (int step = 0; step < 16; step++) {
+        nap_ms(step_ms);
+        uint64_t t = now_ns();
+        max_gap_ms = (long)((t - prev) / 1000000u) > max_gap_ms ? (long)((t - prev) / 1000000u) : max_gap_ms;
+        prev = t;
+        for (int k = 0; k < 2; k++) {
+            free(s);
+            s = malloc(s_size);
+            touch(s, s_size);
+        }
+        if (step < 4) {
+            for (int i = 0; i < NX; i++) {
+                x[i] = malloc(x_size);
+                touch(x[i], x_size);
+            }
+            for (int i = 0; i < NX; i++)
+                free(x[i]);
+        }
+    }
+    tide_stats_get(&st1, sizeof st1);
+    long f0 = minor_faults();
+    for (int i = 0; i < NX; i++) {
+        x[i] = malloc(x_size);
+        touch(x[i], x_size);
+    }
+    long faults = minor_faults() - f0;
+    printf("cold_kb=%zu\nx_kb=%zu\npurged_kb=%lu\nx_faults=%ld\nx_pages=%zu\nmax_gap_ms=%ld\napart=%d\n",
+           NCOLD * cold_size / 1024, NX * x_size / 1024,
+           (unsigned long)((st1.purged_bytes - st0.purged_bytes) >> 10), faults, NX * x_size / 4096, max_gap_ms,
+           apart);
+    for (int i = 0; i < NX; i++)
+        free(x[i]);
+    for (int i = 0; i < NCOLD; i++)
+        free(guard[i]);
+    free(s);
+    free(sguard);
+    free(xguard);
+    return 0;
+}
+
 /* conf KEY: print KEY's value as tide_conf_get sees it. */
 static int cmd_conf(const char *key)
 {
@@ -422,11 +511,13 @@ int main(int argc, char **argv)
         waitpid(pid, &st, 0);
         return WIFEXITED(st) ? WEXITSTATUS(st) : 9;
     }
+    if (argc >= 3 && strcmp(argv[1], "swing") == 0)
+        return cmd_swing(atol(argv[2]));
     if (argc >= 2 && strcmp(argv[1], "decay0-asleep") == 0)
         return cmd_decay0_asleep();
     if (argc >= 2 && strcmp(argv[1], "noop") == 0)
         return 0;
     fprintf(stderr, "usage: probe [--thread] drop MB | idle|idle-child LIVE_MB BURST_MB MAX_MS | conf KEY | decay0-asleep | "
-                    "threads MB | idle-next LIVE_MB BURST_MB WAIT_MS | noop\n");
+                    "threads MB | idle-next LIVE_MB BURST_MB WAIT_MS | swing DECAY_MS | noop\n");
     return 2;
 }

@@ -180,7 +180,7 @@ static void purge_dirty_to(unsigned state)
 {
     extent_t *runs[64];
     lock_acquire(&pageheap.lock);
-    size_t n = extent_take_dirty(UINT64_MAX, false, runs, 64, SIZE_MAX);
+    size_t n = extent_take_dirty(UINT64_MAX, false, runs, 64, SIZE_MAX, false);
     lock_release(&pageheap.lock);
     for (size_t i = 0; i < n; i++)
         CHECK(madvise((void *)runs[i]->addr, extent_size(runs[i]), state == EXTENT_CLEAN ? MADV_DONTNEED : MADV_FREE) ==
