@@ -157,11 +157,13 @@ void background_after_free(void)
         purge_pass(now, policy, false, false);
         return;
     }
+    bool thread = false;
     if (bg_wanted()) {
         if (!ATOMIC_LOAD(&bg_state))
             bg_start();
         else
             bg_wake();
+        thread = ATOMIC_LOAD(&bg_state) != 0;
     }
     uint64_t due = purge_next_due();
     if (due == 0) {
@@ -169,7 +171,9 @@ void background_after_free(void)
         purge_set_due(now + (uint64_t)decay * 1000000u);
         return;
     }
-    if (now >= due)
+    /* With a purger thread the program's threads leave the passes to it: a free never
+     * pays a madvise, and the thread never waits on purge_lock behind one. */
+    if (now >= due && !thread)
         purge_pass(now - (uint64_t)decay * 1000000u, policy, false, false);
 }
 
