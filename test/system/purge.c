@@ -329,6 +329,17 @@ Test(idle, default_single_threaded_keeps_memory_while_idle, .timeout = 120)
 }
 Test(idle, none_keeps_memory, .timeout = 120) { idle_case("purge:none,decay_ms:500", 500, false, false); }
 
+/* The decay keeps as many dirty pages as the program reused over the last decay_ms: once
+ * it goes idle that allowance must fall away too.  The burst is freed and allocated
+ * again twice (2 GiB reused, most of it from its own dirty pages) just before the last
+ * free; the memory must still come back within the same bound. */
+Test(idle, memory_reused_just_before_going_idle_comes_back, .timeout = 120)
+{
+    probe_out_t o;
+    probe_ok(&o, "purge:dontneed,decay_ms:500", (const char *[]){ "--thread", "idle-reused", "256", "1024", "30000", NULL });
+    idle_expect(&o, "reused burst, purge:dontneed,decay_ms:500, 2 threads", 500, true);
+}
+
 /* A fork child of a multithreaded program starts its own purger thread (the parent's did
  * not survive the fork). */
 Test(idle, fork_child_gives_memory_back, .timeout = 120)

@@ -218,7 +218,7 @@ static uint64_t steal_ns(void)
  * MAX_MS.  Also what the clock cannot tell on a busy machine: how long the frees took,
  * the gap between the last two samples, the purger thread's time on a CPU and waiting
  * for one, the machine's steal time, and what tide purged, all up to that sample. */
-static int cmd_idle(long live_mb, long burst_mb, long max_ms)
+static int cmd_idle(long live_mb, long burst_mb, long max_ms, int reuse_rounds)
 {
     static void *live[1 << 16], *burst[1 << 18];
     uint64_t seed = 88172645463325252ull;
@@ -226,6 +226,14 @@ static int cmd_idle(long live_mb, long burst_mb, long max_ms)
     size_t live_bytes, burst_bytes;
     size_t nlive = alloc_mixed(live, 1 << 16, (size_t)live_mb * MiB, &live_bytes, &seed);
     size_t nburst = alloc_mixed(burst, 1 << 18, (size_t)burst_mb * MiB, &burst_bytes, &seed);
+    /* idle-reused: the burst is freed and taken again first, so that the decay has seen
+     * the program reuse all of it just before it goes idle. */
+    for (int r = 0; r < reuse_rounds; r++) {
+        for (size_t i = 0; i < nburst; i++)
+            free(burst[i]);
+        uint64_t again = 88172645463325252ull + (uint64_t)r + 1;
+        nburst = alloc_mixed(burst, 1 << 18, (size_t)burst_mb * MiB, &burst_bytes, &again);
+    }
     long peak = rss_kb();
     uint64_t t_first = now_ns();
     for (size_t i = 0; i < nburst; i++)
@@ -489,7 +497,9 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "drop") == 0)
         return cmd_drop(atol(argv[2]));
     if (argc >= 5 && strcmp(argv[1], "idle") == 0)
-        return cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]));
+        return cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]), 0);
+    if (argc >= 5 && strcmp(argv[1], "idle-reused") == 0)
+        return cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]), 2);
     if (argc >= 3 && strcmp(argv[1], "conf") == 0)
         return cmd_conf(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "threads") == 0)
@@ -503,7 +513,7 @@ int main(int argc, char **argv)
         fflush(NULL);
         pid_t pid = fork();
         if (pid == 0) {
-            int r = cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]));
+            int r = cmd_idle(atol(argv[2]), atol(argv[3]), atol(argv[4]), 0);
             fflush(stdout);
             _exit(r);
         }
@@ -517,7 +527,7 @@ int main(int argc, char **argv)
         return cmd_decay0_asleep();
     if (argc >= 2 && strcmp(argv[1], "noop") == 0)
         return 0;
-    fprintf(stderr, "usage: probe [--thread] drop MB | idle|idle-child LIVE_MB BURST_MB MAX_MS | conf KEY | decay0-asleep | "
+    fprintf(stderr, "usage: probe [--thread] drop MB | idle|idle-child|idle-reused LIVE_MB BURST_MB MAX_MS | conf KEY | decay0-asleep | "
                     "threads MB | idle-next LIVE_MB BURST_MB WAIT_MS | swing DECAY_MS | noop\n");
     return 2;
 }
