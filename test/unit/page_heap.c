@@ -447,6 +447,38 @@ static int span_merge_case(void *unused)
     return 0;
 }
 
+/* A decay pass that may purge fewer pages than the oldest run holds takes only its high
+ * end: the rest stays dirty, first in the age order with its stamp, and the pages
+ * taken go back clean beside it. */
+static int take_exact_case(void *unused)
+{
+    isolate();
+    struct piece p[] = { P(1, LIVE), P(8, LIVE), P(1, LIVE), P(4, LIVE), P(1, LIVE) };
+    layout(p, sizeof p / sizeof *p);
+    give(p[1].block); /* the oldest */
+    give(p[3].block);
+    extent_t *runs[64];
+    lock_acquire(&pageheap.lock);
+    uint64_t stamp = extent_oldest_dirty();
+    size_t n = extent_take_dirty(UINT64_MAX, false, runs, 64, 3, true);
+    CHECK(n == 1, "%zu runs taken for 3 pages", n);
+    CHECK(runs[0]->addr == p[1].addr + PG(5) && runs[0]->npages == 3 && runs[0]->state == EXTENT_PURGING,
+          "took %zu pages at %+ld pages, state %s", runs[0]->npages, (long)((runs[0]->addr - p[1].addr) >> 12),
+          state_name(runs[0]->state));
+    CHECK(pageheap.npages[EXTENT_DIRTY] == 12, "%zu pages counted dirty, want 12 (purging pages count)",
+          pageheap.npages[EXTENT_DIRTY]);
+    extent_t *first = container_of(list_first(&pageheap.dirty_lru), extent_t, lru);
+    CHECK(first->addr == p[1].addr && first->npages == 5 && first->stamp == stamp,
+          "the oldest run is now %zu pages at %+ld pages", first->npages, (long)((first->addr - p[1].addr) >> 12));
+    extent_put_purged(runs, n, EXTENT_CLEAN);
+    lock_release(&pageheap.lock);
+    EXPECT_RUN(p[1].addr, 5, EXTENT_DIRTY);
+    EXPECT_RUN(p[1].addr + PG(5), 3, EXTENT_CLEAN);
+    EXPECT_RUN(p[3].addr, 4, EXTENT_DIRTY);
+    STEP_OK("after a pass took 3 of the oldest run's 8 pages");
+    return 0;
+}
+
 /* ---- the tests ---------------------------------------------------------------------------- */
 
 static void in_child(int (*fn)(void *))
@@ -460,3 +492,4 @@ Test(page_heap, dirty_before_lazy_before_clean, .timeout = 180) { in_child(state
 Test(page_heap, split_leaves_the_right_pieces_free, .timeout = 180) { in_child(split_case); }
 Test(page_heap, coalesces_with_neighbours_in_the_same_state_only, .timeout = 180) { in_child(coalesce_case); }
 Test(page_heap, merges_a_span_of_states_when_no_run_fits, .timeout = 180) { in_child(span_merge_case); }
+Test(page_heap, a_decay_pass_takes_the_high_end_of_the_oldest_run, .timeout = 180) { in_child(take_exact_case); }
