@@ -88,7 +88,12 @@ size_t extent_take_dirty(uint64_t older_than, bool whole_units, extent_t **out, 
         extent_t *e = container_of(l, extent_t, lru);
         if (e->stamp > older_than)
             break;
-        if (exact && !whole_units && e->npages > max_pages - pages) {
+        /* A run that ends the range is purged whole, however little of it is due: the
+         * part a cut would keep would pin the address space below it, which the trim
+         * gives back only from a clean end (a freed giant block's first pages kept 640
+         * MiB of its range mapped). */
+        bool ends_range = extent_end(e) == region.ranges[e->range].end;
+        if (exact && !whole_units && !ends_range && e->npages > max_pages - pages) {
             /* The high end: allocation takes the lowest address first, so the part kept
              * is the part wanted first. */
             e = split_tail(e, max_pages - pages);
