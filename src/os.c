@@ -585,28 +585,19 @@ static uintptr_t os_parse_hex(const char **s)
     }
 }
 
-/* Whether the maps line starting at LINE ("start-end ...") overlaps [LO, HI). */
-static bool os_maps_line_overlaps(const char *line, uintptr_t lo, uintptr_t hi)
+/* Call FN(start, end, ARG) for each mapping in /proc/self/maps, in order, until it returns
+ * true.  The file is streamed through a stack buffer (it can be large, and this must not
+ * allocate); only the start of a line matters, so the tail of an overlong one is skipped.
+ * Returns 0, or the errno of the open. */
+static int os_maps_each(bool (*fn)(uintptr_t start, uintptr_t end, void *arg), void *arg)
 {
-    uintptr_t a = os_parse_hex(&line);
-    line++; /* '-' */
-    uintptr_t b = os_parse_hex(&line);
-    return b > lo && a < hi;
-}
-
-long os_count_vmas(uintptr_t lo, uintptr_t hi)
-{
-    OS_KEEP_ERRNO;
-    /* Stream /proc/self/maps through a stack buffer: the file can be large.  Only the
-     * start of a line matters, so the tail of an overlong line is skipped. */
     int fd = os_sys_open("/proc/self/maps");
     if (fd < 0)
-        return -1;
+        return errno;
     char buf[4096];
     size_t have = 0;
-    long count = 0;
-    bool in_tail = false;
-    for (;;) {
+    bool in_tail = false, done = false;
+    while (!done) {
         long r = os_sys_read(fd, buf + have, sizeof buf - 1 - have);
         if (r < 0 && errno == EINTR)
             continue;
@@ -615,14 +606,22 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
         have += (size_t)r;
         buf[have] = '\0';
         size_t i = 0;
-        for (char *nl; (nl = memchr(buf + i, '\n', have - i)) != NULL; i = (size_t)(nl - buf) + 1) {
-            if (!in_tail && os_maps_line_overlaps(buf + i, lo, hi))
-                count++;
+        for (char *nl; !done && (nl = memchr(buf + i, '\n', have - i)) != NULL; i = (size_t)(nl - buf) + 1) {
+            if (!in_tail) {
+                const char *line = buf + i;
+                uintptr_t start = os_parse_hex(&line);
+                line++; /* '-' */
+                done = fn(start, os_parse_hex(&line), arg);
+            }
             in_tail = false;
         }
-        if (i == 0 && have == sizeof buf - 1) { /* no newline in a full buffer */
-            if (!in_tail && os_maps_line_overlaps(buf, lo, hi))
-                count++;
+        if (!done && i == 0 && have == sizeof buf - 1) { /* no newline in a full buffer */
+            if (!in_tail) {
+                const char *line = buf;
+                uintptr_t start = os_parse_hex(&line);
+                line++;
+                done = fn(start, os_parse_hex(&line), arg);
+            }
             in_tail = true;
             i = have;
         }
@@ -630,7 +629,53 @@ long os_count_vmas(uintptr_t lo, uintptr_t hi)
         have -= i;
     }
     os_sys_close(fd);
-    return count;
+    return 0;
+}
+
+typedef struct os_vma_query_s {
+    uintptr_t lo, hi; /* os_count_vmas: the span; os_vma_of: the address in lo */
+    long count;
+    bool found;
+} os_vma_query_t;
+
+static bool os_count_one(uintptr_t start, uintptr_t end, void *arg)
+{
+    os_vma_query_t *q = arg;
+    if (end > q->lo && start < q->hi)
+        q->count++;
+    return false;
+}
+
+long os_count_vmas(uintptr_t lo, uintptr_t hi)
+{
+    OS_KEEP_ERRNO;
+    os_vma_query_t q = { .lo = lo, .hi = hi };
+    return os_maps_each(os_count_one, &q) ? -1 : q.count;
+}
+
+static bool os_find_one(uintptr_t start, uintptr_t end, void *arg)
+{
+    os_vma_query_t *q = arg;
+    if (q->lo < start || q->lo >= end)
+        return false;
+    q->lo = start;
+    q->hi = end;
+    q->found = true;
+    return true;
+}
+
+int os_vma_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    OS_KEEP_ERRNO;
+    os_vma_query_t q = { .lo = addr };
+    int err = os_maps_each(os_find_one, &q);
+    if (err)
+        return err;
+    if (!q.found)
+        return ENOENT;
+    *lo = q.lo;
+    *hi = q.hi;
+    return 0;
 }
 
 /* ---- files, for the heap profiler's dumps ---------------------------------------- */
@@ -689,61 +734,6 @@ int os_copy_maps(int fd)
     }
     os_sys_close(in);
     return err;
-}
-
-int os_vma_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
-{
-    OS_KEEP_ERRNO;
-    int fd = os_sys_open("/proc/self/maps");
-    if (fd < 0)
-        return errno;
-    /* Lines longer than the buffer (long paths) are cut: only their start matters. */
-    char buf[4096];
-    size_t have = 0;
-    bool in_tail = false, found = false;
-    for (;;) {
-        long r = os_sys_read(fd, buf + have, sizeof buf - 1 - have);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        have += (size_t)r;
-        size_t i = 0;
-        for (char *nl; !found && (nl = memchr(buf + i, '\n', have - i)) != NULL; i = (size_t)(nl - buf) + 1) {
-            if (!in_tail) {
-                const char *s = buf + i;
-                uintptr_t a = os_parse_hex(&s);
-                s++;
-                uintptr_t b = os_parse_hex(&s);
-                if (addr >= a && addr < b) {
-                    *lo = a;
-                    *hi = b;
-                    found = true;
-                }
-            }
-            in_tail = false;
-        }
-        if (found)
-            break;
-        if (i == 0 && have == sizeof buf - 1) { /* no newline in a full buffer */
-            const char *s = buf;
-            uintptr_t a = os_parse_hex(&s);
-            s++;
-            uintptr_t b = os_parse_hex(&s);
-            if (addr >= a && addr < b) {
-                *lo = a;
-                *hi = b;
-                found = true;
-                break;
-            }
-            in_tail = true;
-            i = have;
-        }
-        memmove(buf, buf + i, have - i);
-        have -= i;
-    }
-    os_sys_close(fd);
-    return found ? 0 : ENOENT;
 }
 
 long os_getpid(void)
