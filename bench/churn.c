@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "shape.h"
 #include "probe.h"
 #include "rng.h"
 
@@ -160,21 +160,7 @@ int main(int argc, char **argv)
 {
     static const char usage[] = "usage: churn [-t THREADS] [-w PERCENT]\n";
     unsigned percent = 100, nthreads = 2;
-    int c;
-    while ((c = getopt(argc, argv, "t:w:")) != -1) {
-        if (c == 'w') {
-            percent = (unsigned)bench_parse_count(optarg, "-w");
-        } else if (c == 't') {
-            nthreads = (unsigned)bench_parse_count(optarg, "-t");
-        } else {
-            fprintf(stderr, "%s", usage);
-            return 1;
-        }
-    }
-    if (optind < argc || nthreads > MAX_THREADS) {
-        fprintf(stderr, "%s", usage);
-        return 1;
-    }
+    shape_parse(argc, argv, usage, MAX_THREADS, &nthreads, &percent);
     static void *slots[CAPACITY]; /* outside the allocator under test */
     uint64_t ops = bench_scaled(OPS, percent);
     unsigned cap = CAPACITY / nthreads;
@@ -200,9 +186,7 @@ int main(int argc, char **argv)
         pthread_join(workers[i].thread, NULL);
     double t1 = probe_now();
     long csw1 = bench_context_switches();
-    printf("elapsed_s %.6f\n", t1 - t0);
-    printf("csw %ld\n", csw1 - csw0);
-    printf("peak_rss_kib %ld\n", probe_peak_rss_kib());
+    shape_report(t0, t1, csw1 - csw0);
     printf("allocator %s\n", probe_malloc_provider());
     return 0;
 }

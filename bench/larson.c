@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "shape.h"
 #include "probe.h"
 #include "rng.h"
 
@@ -182,9 +182,7 @@ int main(int argc, char **argv)
     for (unsigned a = 0; a < narrays; a++)
         for (unsigned s = 0; s < SLOTS; s++)
             free(arrays[a].block[s]);
-    printf("elapsed_s %.6f\n", t1 - t0);
-    printf("csw %ld\n", csw1 - csw0);
-    printf("peak_rss_kib %ld\n", probe_peak_rss_kib());
+    shape_report(t0, t1, csw1 - csw0);
     printf("free_fn %s\n", free_name);
     printf("allocator %s\n", probe_malloc_provider());
     return 0;

@@ -39,15 +39,15 @@ bench_purge_floor_SOURCES = bench/purge_floor.c bench/bench.h $(bench_probe)
 bench_purge_floor_CFLAGS = $(bench_cflags)
 bench_purge_floor_LDADD = $(bench_ldadd)
 
-bench_churn_SOURCES = bench/churn.c bench/bench.h $(bench_probe)
+bench_churn_SOURCES = bench/churn.c bench/shape.h bench/bench.h $(bench_probe)
 bench_churn_CFLAGS = $(bench_cflags)
 bench_churn_LDADD = $(bench_ldadd)
 
-bench_larson_SOURCES = bench/larson.c bench/bench.h $(bench_probe)
+bench_larson_SOURCES = bench/larson.c bench/shape.h bench/bench.h $(bench_probe)
 bench_larson_CFLAGS = $(bench_cflags)
 bench_larson_LDADD = $(bench_ldadd)
 
-bench_powers_SOURCES = bench/powers.c bench/bench.h $(bench_probe)
+bench_powers_SOURCES = bench/powers.c bench/shape.h bench/bench.h $(bench_probe)
 bench_powers_CFLAGS = $(bench_cflags)
 bench_powers_LDADD = $(bench_ldadd)
 

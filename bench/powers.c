@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "shape.h"
 #include "probe.h"
 
 #define BLOCKS 1000
@@ -58,21 +58,7 @@ int main(int argc, char **argv)
 {
     static const char usage[] = "usage: powers [-t THREADS] [-w PERCENT]\n";
     unsigned percent = 100, nthreads = 1;
-    int c;
-    while ((c = getopt(argc, argv, "t:w:")) != -1) {
-        if (c == 'w') {
-            percent = (unsigned)bench_parse_count(optarg, "-w");
-        } else if (c == 't') {
-            nthreads = (unsigned)bench_parse_count(optarg, "-t");
-        } else {
-            fprintf(stderr, "%s", usage);
-            return 1;
-        }
-    }
-    if (optind < argc || nthreads > MAX_THREADS) {
-        fprintf(stderr, "%s", usage);
-        return 1;
-    }
+    shape_parse(argc, argv, usage, MAX_THREADS, &nthreads, &percent);
     static struct worker workers[MAX_THREADS];
     uint64_t rounds = bench_scaled(ROUNDS, percent);
     for (unsigned i = 0; i < nthreads; i++)
@@ -92,9 +78,7 @@ int main(int argc, char **argv)
         pthread_join(workers[i].thread, NULL);
     double t1 = probe_now();
     long csw1 = bench_context_switches();
-    printf("elapsed_s %.6f\n", t1 - t0);
-    printf("csw %ld\n", csw1 - csw0);
-    printf("peak_rss_kib %ld\n", probe_peak_rss_kib());
+    shape_report(t0, t1, csw1 - csw0);
     printf("allocator %s\n", probe_malloc_provider());
     return 0;
 }
