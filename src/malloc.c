@@ -100,14 +100,13 @@ static void block_free(void *p, const block_t *b)
         guard_sample_free(e);
         return;
     }
-    /* A moved block (shrunk into a cached class) must be healed, not cached; a sampled
-     * one goes back to the page heap, not to a cache, once the profiler has seen it go. */
-    if (b->cls != EXTENT_NO_CLASS && !(e->state == EXTENT_LARGE && (e->moved_pieces || e->prof))) {
+    if (unlikely(e->state == EXTENT_LARGE && e->prof))
+        prof_free(e);
+    /* A moved block (shrunk into a cached class) must be healed, not cached. */
+    if (b->cls != EXTENT_NO_CLASS && !(e->state == EXTENT_LARGE && e->moved_pieces)) {
         tcache_free_slow(p, b->cls);
         return;
     }
-    if (unlikely(e->prof))
-        prof_free(e);
     large_free(e);
 }
 
@@ -124,13 +123,23 @@ static void block_free(void *p, const block_t *b)
     })
 
 /* A sampled allocation of SIZE requested bytes that the program sees as USABLE bytes: a
- * large block of its own (aligned to ALIGN, zeroed when ZERO), recorded with the stack of
- * the call whose frame record is FRAME. */
+ * large block of its own (aligned to ALIGN, zeroed when ZERO), whose extent carries the
+ * record of the stack of the call whose frame record is FRAME.  A block of a cached class
+ * comes from the thread cache: a small one is promoted to the smallest large class (as
+ * jemalloc promotes to its smallest large size), so that a sample costs a cache pop, not a
+ * trip to the page heap and the faults of pages it hands out. */
 static void *alloc_sampled(size_t size, size_t usable, size_t align, bool zero, void *frame)
 {
     prof_bt_t bt;
     prof_backtrace(&bt, frame);
-    void *p = large_alloc(usable, MAX(align, PAGE), zero);
+    void *p;
+    if (usable <= SC_CACHED_MAX && align <= PAGE) {
+        p = tcache_alloc_slow(MAX(sc_class_of(usable), (unsigned)SC_NSMALL));
+        if (p && zero)
+            memset(p, 0, size);
+    } else {
+        p = large_alloc(usable, MAX(align, PAGE), zero);
+    }
     if (p)
         prof_record(extent_of_block((uintptr_t)p), &bt, size, usable <= SC_CACHED_MAX ? usable : 0);
     return p;

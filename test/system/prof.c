@@ -8,6 +8,7 @@
  * about four standard deviations at the rates used. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include "support.h"
@@ -291,6 +292,29 @@ Test(prof, the_programs_first_allocations_are_sampled, .timeout = 60)
         cr_expect_geq(s.samples, 64, "%s: 64 blocks of 1 KiB, every one due, %llu sampled", probes[i], s.samples);
         tt_child_free(&r);
     }
+}
+
+/* Sampled blocks carry their record in their own extent, small ones promoted to the
+ * smallest large class and cached ones taken from the thread cache: to the program they
+ * must be what any block of the size is, and misuse of them is caught as of any other. */
+Test(prof, sampled_blocks_are_blocks_like_any_other, .timeout = 120)
+{
+    for (size_t i = 0; i < ARRAY_SIZE_TT(probes); i++) {
+        struct tt_child r = probe(probes[i], "prof:on,prof_sample:1", "blocks", "");
+        struct probe_stats s = probe_stats(r.out);
+        cr_expect_geq(s.samples, 4 * 9 * 3, "%s: every block due, %llu sampled", probes[i], s.samples);
+        cr_expect_eq(s.live, 0, "%s: %llu records live after every block was freed", probes[i], s.live);
+        tt_child_free(&r);
+    }
+}
+
+Test(prof, a_sampled_block_freed_twice_aborts, .timeout = 60)
+{
+    struct tt_child r = run((const char *[]){ probes[0], "blocks", "double", NULL }, "prof:on,prof_sample:1", NULL);
+    char how[128];
+    cr_expect(tt_child_signalled(&r, SIGABRT), "the probe %s (stderr: %s)", tt_child_how(&r, how, sizeof how), r.err);
+    cr_expect(strncmp(r.err, "tide: free(): double free 0x", 28) == 0, "stderr was \"%s\"", r.err);
+    tt_child_free(&r);
 }
 
 /* ---- fork and threads ----------------------------------------------------------------------- */

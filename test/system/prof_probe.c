@@ -452,10 +452,62 @@ static int run_siblings(const char *path)
     return 0;
 }
 
+/* Sampled blocks behave as any other (every allocation is sampled at prof_sample:1): the
+ * usable size of their request, zeroed by calloc though cut from blocks the program dirtied,
+ * kept by realloc, freed by tide_free_sized, and their records gone when they are.  With
+ * "double", a sampled small block freed twice, which must abort. */
+static int run_blocks(const char *how)
+{
+    if (strcmp(how, "double") == 0) {
+        char *p = xmalloc_checked(malloc(64));
+        free(p);
+        free(p);
+        fprintf(stderr, "<not caught>\n");
+        return 0;
+    }
+    static const size_t sizes[] = { 1, 64, 100, 4000, 14336, 16384, 20000, 65536, 70000 };
+    enum { NS = sizeof sizes / sizeof sizes[0], N = 64 };
+    static unsigned char *dirty[N];
+    for (int round = 0; round < 4; round++) {
+        /* Blocks of every cached class, dirtied and freed, for calloc's blocks to come from. */
+        for (int i = 0; i < N; i++)
+            dirty[i] = memset(xmalloc_checked(malloc(sizes[i % NS])), 0xab, sizes[i % NS]);
+        for (int i = 0; i < N; i++)
+            free(dirty[i]);
+        for (int i = 0; i < NS; i++) {
+            size_t n = sizes[i];
+            unsigned char *z = xmalloc_checked(calloc(1, n));
+            for (size_t k = 0; k < n; k++)
+                if (z[k]) {
+                    fprintf(stderr, "calloc(1, %zu): byte %zu is %#x\n", n, k, z[k]);
+                    return 1;
+                }
+            unsigned char *p = xmalloc_checked(malloc(n));
+            size_t usable = malloc_usable_size(p);
+            size_t want = n <= 16 ? 16 : n;
+            if (usable < want || (n <= 14336 && usable >= 2 * want + 16)) {
+                fprintf(stderr, "malloc(%zu): usable size %zu\n", n, usable);
+                return 1;
+            }
+            memset(p, 0x5a, usable);
+            unsigned char *q = xmalloc_checked(realloc(p, n + 3000));
+            for (size_t k = 0; k < usable && k < n + 3000; k++)
+                if (q[k] != 0x5a) {
+                    fprintf(stderr, "realloc(%zu -> %zu): byte %zu is %#x\n", n, n + 3000, k, q[k]);
+                    return 1;
+                }
+            tide_free_sized(q, n + 3000);
+            tide_free_sized(z, n);
+        }
+    }
+    print_stats();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first [ARG]\n");
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks [ARG]\n");
         return 2;
     }
     const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
@@ -485,6 +537,8 @@ int main(int argc, char **argv)
         return run_stress(arg);
     if (strcmp(mode, "siblings") == 0)
         return run_siblings(arg);
+    if (strcmp(mode, "blocks") == 0)
+        return run_blocks(arg);
     if (strcmp(mode, "first") == 0) {
         void *first[64];
         for (int i = 0; i < 64; i++)
