@@ -256,7 +256,7 @@ unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char 
         /* Each link is checked as it is followed, by the page-map read that finds its slab. */
         void **next = fl_next(p);
         extent_t *next_slab = NULL;
-        if (next && !(next_slab = freelist_slab_of(next, cls)))
+        if (next && !(next_slab = fl_block_of(next, cls)))
             freelist_corrupt(caller, p, next, cls);
         objs[n] = p;
         slabs[n++] = slab;

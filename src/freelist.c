@@ -22,30 +22,21 @@ void freelist_init(void)
     freelist_fresh = freelist_key | 2;
 }
 
-void *freelist_slab_of(const void *next, unsigned cls)
-{
-    uintptr_t a = (uintptr_t)next;
-    const range_t *r = region_range_of(a);
-    if (!r || !fl_plausible(next) || cls >= SC_NSMALL)
-        return NULL;
-    pm_entry_t e = pm_read(r, a);
-    return pm_is_slab_page(e) && pm_slab_class(e) == cls && sc_starts_region(cls, a - pm_slab_base(e, a)) ? pm_desc(e)
-                                                                                                          : NULL;
-}
-
-bool freelist_valid(const void *next, unsigned cls)
+void *freelist_block_of(const void *next, unsigned cls)
 {
     uintptr_t a = (uintptr_t)next;
     const range_t *r = region_range_of(a);
     if (!r || !fl_plausible(next))
-        return false;
+        return NULL;
     pm_entry_t e = pm_read(r, a);
-    if (cls < SC_NSMALL)
-        return pm_is_slab_page(e) && pm_slab_class(e) == cls && sc_starts_region(cls, a - pm_slab_base(e, a));
-    /* A large class's list holds whole blocks: only the first page of a live block of that
-     * class carries the class. */
-    return pm_class(e) == cls && (a & PAGE_MASK) == 0;
+    /* (A class tag is the same test for small and large classes: pm_class.) */
+    if (pm_class(e) != cls)
+        return NULL;
+    return (cls < SC_NSMALL ? sc_starts_region(cls, a - pm_slab_base(e, a)) : (a & PAGE_MASK) == 0) ? pm_desc(e)
+                                                                                                   : NULL;
 }
+
+bool freelist_valid(const void *next, unsigned cls) { return freelist_block_of(next, cls) != NULL; }
 
 void freelist_corrupt(const char *func, const void *obj, const void *next, unsigned cls)
 {

@@ -15,6 +15,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "pagemap.h"
+#include "region.h"
+#include "size_class.h"
 #include "util.h"
 
 extern uintptr_t freelist_secret TIDE_HIDDEN;
@@ -61,12 +64,50 @@ __attribute__((noreturn, cold)) void freelist_corrupt_after(const void *obj, con
 /* Whether NEXT (not NULL) is a region of a live slab of class CLS (a large class: the
  * first page of a block of that class). */
 bool freelist_valid(const void *next, unsigned cls);
-/* The slab descriptor of NEXT when it is a region of a live slab of small class CLS (the
- * check of freelist_valid), else NULL: a walk that needs the slab anyway checks and finds
- * it in one page-map read. */
-void *freelist_slab_of(const void *next, unsigned cls);
+/* The descriptor of NEXT when it is a free block of class CLS (the check of
+ * freelist_valid): its slab, or for a large class the block's extent; else NULL.  A walk
+ * that needs the descriptor anyway checks and finds it in one page-map read. */
+void *freelist_block_of(const void *next, unsigned cls);
 /* The next object after OBJ in a list of class CLS, checked fully; aborts with FUNC's name
  * when the link is corrupted. */
 void *freelist_next_checked(void *const *obj, unsigned cls, const char *func);
+
+/* freelist_valid's check where it is cheap, inline: NEXT in the first range, whose page-map
+ * entry (in *ENTRY) carries CLS (the class tag is the same test for small and large classes,
+ * CLS < SC_NCACHED), and NEXT the start of a region of it (a large block: its first page).
+ * That implies fl_plausible.  False says nothing: NEXT may be in another range (the out-of-line
+ * functions above look), or NULL. */
+TIDE_INLINE bool fl_valid_first_range(const void *next, unsigned cls, pm_entry_t *entry)
+{
+    uintptr_t a = (uintptr_t)next;
+    const range_t *r = &region.ranges[0];
+    uintptr_t base = r->base, off = a - base;
+    if (unlikely(off >= ATOMIC_LOAD(&r->span)))
+        return false;
+    pm_entry_t e = pm_read_base_offset(base, off);
+    *entry = e;
+    if (unlikely(pm_slab_class(e) != cls))
+        return false;
+    return cls < SC_NSMALL ? sc_starts_region(cls, a - pm_slab_base(e, a)) : (a & PAGE_MASK) == 0;
+}
+
+/* freelist_next_checked, with the common case inline (a pop on a slow path, a walk). */
+TIDE_INLINE void *fl_next_checked(void *const *obj, unsigned cls, const char *func)
+{
+    void *next = fl_next(obj);
+    pm_entry_t e;
+    if (likely(fl_valid_first_range(next, cls, &e)) || !next)
+        return next;
+    return freelist_next_checked(obj, cls, func);
+}
+
+/* freelist_block_of (NEXT not NULL), with the common case inline. */
+TIDE_INLINE void *fl_block_of(const void *next, unsigned cls)
+{
+    pm_entry_t e;
+    if (likely(fl_valid_first_range(next, cls, &e)))
+        return pm_desc(e);
+    return freelist_block_of(next, cls);
+}
 
 #endif

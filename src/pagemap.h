@@ -122,6 +122,11 @@ TIDE_INLINE pm_entry_t pm_read_offset(const range_t *r, uintptr_t off)
     uintptr_t slot = r->base + (~(off >> LG_PAGE)) * sizeof(pm_entry_t);
     return ATOMIC_LOAD((const pm_entry_t *)slot);
 }
+/* The same from BASE, the range's base the caller read already. */
+TIDE_INLINE pm_entry_t pm_read_base_offset(uintptr_t base, uintptr_t off)
+{
+    return ATOMIC_LOAD((const pm_entry_t *)(base + (~(off >> LG_PAGE)) * sizeof(pm_entry_t)));
+}
 static inline void pm_write(const range_t *r, uintptr_t addr, pm_entry_t e) { ATOMIC_STORE(pm_slot(r, addr), e); }
 
 #endif

@@ -124,15 +124,25 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
     }
     extent_t *batch[64];
     unsigned n = 0;
+    /* Each link's check reads the page-map entry that names the block's extent: one read
+     * per block.  (The first block is the cache's head, pushed by a free that looked it
+     * up, or the link after the cut, which had only the fast path's check.) */
+    extent_t *e = fl_block_of(rest, cls);
+    if (unlikely(!e))
+        freelist_corrupt("free", cut, rest, cls);
     for (void **p = rest; p;) {
-        void **next = freelist_next_checked(p, cls, "free");
-        batch[n++] = extent_of_block((uintptr_t)p);
+        void **next = fl_next(p);
+        extent_t *next_e = NULL;
+        if (next && unlikely(!(next_e = fl_block_of(next, cls))))
+            freelist_corrupt("free", p, next, cls);
+        batch[n++] = e;
         if (n == ARRAY_SIZE(batch)) {
             extent_free_many(batch, n, &tcache_hint);
             background_after_free();
             n = 0;
         }
         p = next;
+        e = next_e;
     }
     if (n) {
         extent_free_many(batch, n, &tcache_hint);
@@ -201,7 +211,7 @@ void *tcache_alloc_slow(unsigned cls)
         return alloc_direct(cls);
     void **p = tc->head[cls];
     if (p) { /* large classes are served here, not on the fast path */
-        tc->head[cls] = freelist_next_checked(p, cls, "malloc");
+        tc->head[cls] = fl_next_checked(p, cls, "malloc");
         p[1] = NULL;
         tc->avail[cls]++;
         return p;
@@ -222,7 +232,7 @@ void *tcache_alloc_slow(unsigned cls)
     if (unlikely(guard_sampling()))
         guard_sample_charge((size_t)got * sc_size[cls]);
     p = head;
-    tc->head[cls] = freelist_next_checked(p, cls, "malloc");
+    tc->head[cls] = fl_next_checked(p, cls, "malloc");
     tc->cap[cls] = (uint16_t)cap;
     tc->avail[cls] = (uint16_t)(cap - (got - 1));
     p[1] = NULL; /* a batch from another cache still carries the freed mark */
@@ -239,7 +249,7 @@ void tcache_check_not_freed(void *p, unsigned cls, const char *func)
     tcache_t *tc = &tcache_tls;
     /* The walk is bounded by the count: a list made to loop ends too. */
     unsigned left = tc->state == TCACHE_ACTIVE ? (unsigned)(tc->cap[cls] - tc->avail[cls]) : 0;
-    for (void **q = tc->head[cls]; q && left; q = freelist_next_checked(q, cls, func), left--)
+    for (void **q = tc->head[cls]; q && left; q = fl_next_checked(q, cls, func), left--)
         if (q == p)
             report_double_free(func, p);
     if (cls < SC_NSMALL) {
