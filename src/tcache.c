@@ -202,7 +202,9 @@ static void tcache_init(tcache_t *tc)
 
 /* ---- slow paths ------------------------------------------------------------------- */
 
-void *tcache_alloc_slow(unsigned cls)
+/* tcache_alloc_slow when the list is empty, its link not in the first range, or the cache
+ * not active: apart, so that the pop saves no registers for the refill. */
+static TIDE_NOINLINE void *alloc_dry(unsigned cls)
 {
     tcache_t *tc = &tcache_tls;
     if (tc->state == TCACHE_UNINIT)
@@ -210,7 +212,7 @@ void *tcache_alloc_slow(unsigned cls)
     if (tc->state != TCACHE_ACTIVE)
         return alloc_direct(cls);
     void **p = tc->head[cls];
-    if (p) { /* large classes are served here, not on the fast path */
+    if (p) { /* a link in another range (or a corrupted one) */
         tc->head[cls] = fl_next_checked(p, cls, "malloc");
         p[1] = NULL;
         tc->avail[cls]++;
@@ -237,6 +239,23 @@ void *tcache_alloc_slow(unsigned cls)
     tc->avail[cls] = (uint16_t)(cap - (got - 1));
     p[1] = NULL; /* a batch from another cache still carries the freed mark */
     return p;
+}
+
+void *tcache_alloc_slow(unsigned cls)
+{
+    tcache_t *tc = &tcache_tls;
+    void **p = tc->head[cls], *next;
+    pm_entry_t e;
+    /* Large classes are served here, not on the fast path.  A link that the inline check
+     * does not pass (another range, or corrupted) is popped by alloc_dry: a tail call, so
+     * that this path saves no registers. */
+    if (likely(tc->state == TCACHE_ACTIVE && p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next)) {
+        tc->head[cls] = next;
+        p[1] = NULL;
+        tc->avail[cls]++;
+        return p;
+    }
+    return alloc_dry(cls);
 }
 
 void tcache_check_not_freed(void *p, unsigned cls, const char *func)

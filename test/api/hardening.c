@@ -76,6 +76,65 @@ Test(hardening, a_forged_next_pointer_aborts, .timeout = 120)
     }
 }
 
+/* Above the fast path's sizes (a small class past 4 KiB, a large cached class) a pop and a
+ * flush check a link with the inline test of the first range: a use after free that
+ * rewrites the link of the block freed last is caught there too. */
+static int forge_slow(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void **p = malloc(size), **q = malloc(size);
+    free(p);
+    free(q); /* q heads the list, its link leads to p */
+    q[0] = &target;
+    void *r = malloc(size); /* q: its link must not be followed */
+    void *s = malloc(size);
+    fprintf(stderr, "<not caught: %p %p>\n", r, s);
+    return 0;
+}
+
+static void forge_slow_case(size_t size)
+{
+    const char *want = "tide: malloc(): corrupted free list: the object after 0x";
+    struct tt_child_spec spec = { .fn = forge_slow, .arg = (void *)(uintptr_t)size, .timeout_s = 60 };
+    struct tt_child c;
+    cr_assert_eq(tt_child_run(&spec, &c), 0);
+    char how[96], tail[64];
+    snprintf(tail, sizeof tail, " (a free block of %zu bytes) is 0x", size);
+    cr_expect(tt_child_signalled(&c, SIGABRT), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
+    cr_expect(strstr(c.err, want) == c.err && strstr(c.err, tail), "stderr was \"%s\"", c.err);
+    tt_child_free(&c);
+}
+
+Test(hardening, a_forged_next_pointer_above_the_fast_path_aborts_8192, .timeout = 60) { forge_slow_case(8192); }
+Test(hardening, a_forged_next_pointer_of_a_large_class_aborts, .timeout = 60) { forge_slow_case(32768); }
+
+/* A thread's exit flushes its cache, and the walk of a large class checks every link. */
+static void *free_two_and_forge(void *arg)
+{
+    (void)arg;
+    void **p = malloc(32768), **q = malloc(32768);
+    free(p);
+    free(q);
+    q[0] = &target;
+    return NULL;
+}
+
+static int forge_then_exit(void *arg)
+{
+    (void)arg;
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_two_and_forge, NULL) != 0)
+        return 2;
+    pthread_join(t, NULL);
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, a_forged_next_pointer_of_a_large_class_aborts_in_a_flush, .timeout = 60)
+{
+    expect_abort(forge_then_exit, NULL, "tide: free(): corrupted free list: the object after 0x");
+}
+
 /* ---- a key cleared by a use after free --------------------------------------------------- */
 
 static int cleared_key(void *arg)
