@@ -279,7 +279,9 @@ void tcache_check_not_freed(void *p, unsigned cls, const char *func)
     }
 }
 
-void tcache_free_slow(void *p, unsigned cls)
+/* tcache_free_slow for all but the plain push: apart, so that the push saves no registers
+ * for the flush and the checks. */
+static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls)
 {
     tcache_t *tc = &tcache_tls;
     if (tc->state == TCACHE_UNINIT)
@@ -303,6 +305,24 @@ void tcache_free_slow(void *p, unsigned cls)
     obj[1] = (void *)freelist_key;
     tc->head[cls] = obj;
     tc->avail[cls]--;
+}
+
+void tcache_free_slow(void *p, unsigned cls)
+{
+    tcache_t *tc = &tcache_tls;
+    void **obj = p;
+    /* The case of a block above the fast path's sizes, or of a free the fast path left for
+     * a full cache' flush: everything else (a mark, the head itself, guard:on's large
+     * blocks, no room, no active cache) is looked at in free_to_cache_slow. */
+    if (likely(tc->state == TCACHE_ACTIVE && !fl_marked(obj) && obj != tc->head[cls] && tc->avail[cls] != 0 &&
+               (cls < SC_NSMALL || !ATOMIC_LOAD(&conf.guard)))) {
+        fl_set_next(obj, tc->head[cls]);
+        obj[1] = (void *)freelist_key;
+        tc->head[cls] = obj;
+        tc->avail[cls]--;
+        return;
+    }
+    free_to_cache_slow(p, cls);
 }
 
 void tcache_flush_self(void)
