@@ -40,7 +40,7 @@ typedef struct block_s {
 } block_t;
 
 /* Whether A is guard_sample's block in live large extent E, and if so describe it: out of
- * line, so that block_lookup stays a leaf for every other large block. */
+ * line, so that block_lookup_any stays a leaf for every other large block. */
 static TIDE_NOINLINE bool block_sampled(uintptr_t a, extent_t *e, pm_entry_t entry, block_t *b)
 {
     if (guard_sample_ptr(e) != a)
@@ -52,8 +52,9 @@ static TIDE_NOINLINE bool block_sampled(uintptr_t a, extent_t *e, pm_entry_t ent
     return true;
 }
 
-/* Describe the block at P, aborting with FUNC's name when P is not one of tide's. */
-static void block_lookup(void *p, const char *func, block_t *b)
+/* Describe the block at P, aborting with FUNC's name when P is not one of tide's: every
+ * case (block_lookup has the common ones inline). */
+static TIDE_NOINLINE void block_lookup_any(void *p, const char *func, block_t *b)
 {
     uintptr_t a = (uintptr_t)p;
     const range_t *r = region_range_of(a);
@@ -91,6 +92,37 @@ static void block_lookup(void *p, const char *func, block_t *b)
     if (pm_is_freed_head(entry) && e->state < EXTENT_NFREE && e->addr < a && a < extent_end(e))
         report_double_free(func, p);
     report_invalid_pointer(func, p);
+}
+
+/* Describe the block at P, aborting with FUNC's name when P is not one of tide's.  Inline:
+ * a region of a slab, and a large block (not sampled by either sampler) in the first range;
+ * block_lookup_any sees to the rest. */
+TIDE_INLINE void block_lookup(void *p, const char *func, block_t *b)
+{
+    uintptr_t a = (uintptr_t)p;
+    const range_t *r = &region.ranges[0];
+    uintptr_t base = r->base, off = a - base;
+    if (likely(off < ATOMIC_LOAD(&r->span))) {
+        pm_entry_t entry = pm_read_base_offset(base, off);
+        extent_t *e = pm_desc(entry);
+        unsigned cls = pm_slab_class(entry);
+        if (pm_is_slab_page(entry)) {
+            if (likely(sc_starts_region(cls, a - pm_slab_base(entry, a)))) {
+                b->cls = cls;
+                b->ext = e;
+                b->usable = sc_size[cls];
+                b->sampled = false;
+                return;
+            }
+        } else if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && e->addr == a && !e->sample && !e->prof) {
+            b->cls = pm_class(entry);
+            b->ext = e;
+            b->usable = extent_block_size(e);
+            b->sampled = false;
+            return;
+        }
+    }
+    block_lookup_any(p, func, b);
 }
 
 static void block_free(void *p, const block_t *b)
