@@ -187,7 +187,7 @@ static inline bool alloc_sample(size_t size, bool counted)
 }
 
 /* SIZE bytes after the fast path (cache_pop) failed or was not tried. */
-static void *malloc_any(size_t size, bool zero, void *frame)
+TIDE_INLINE void *malloc_any(size_t size, bool zero, void *frame)
 {
     void *p = NULL;
     if (likely(init_ensure())) {
