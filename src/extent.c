@@ -67,21 +67,24 @@ void extent_set_free_edges(extent_t *e) { set_edges(e, pm_free_edge(e), pm_free_
 /* A large block's first page carries its class (the free path reads it); its last
  * page only says "large", so a pointer into that page is never taken for a block.  Its
  * guard page, when it has one, names it (the SIGSEGV handler reads that). */
-static void extent_set_large_boundaries(extent_t *e)
+static TIDE_NOINLINE void set_guarded_large_boundaries(extent_t *e)
 {
-    if (likely(!e->guard)) {
-        set_edges(e, pm_large_head(e, e->cls), pm_large_tail(e));
-        return;
-    }
     const range_t *r = extent_range(e);
     size_t bp = extent_block_pages(e);
-    if (e->guard) {
-        pm_write(r, extent_end(e) - PAGE, pm_guard(e));
-        pm_write(r, extent_guard_page(e), pm_guard(e));
-    }
+    pm_write(r, extent_end(e) - PAGE, pm_guard(e));
+    pm_write(r, extent_guard_page(e), pm_guard(e));
     if (bp > 1)
         pm_write(r, e->addr + ((bp - 1) << LG_PAGE), pm_large_tail(e));
     pm_write(r, e->addr, pm_large_head(e, e->cls));
+}
+
+/* (Inline without a guard page: every large block's allocation writes them.) */
+TIDE_INLINE void extent_set_large_boundaries(extent_t *e)
+{
+    if (likely(!e->guard))
+        set_edges(e, pm_large_head(e, e->cls), pm_large_tail(e));
+    else
+        set_guarded_large_boundaries(e);
 }
 
 void extent_clear_edges(extent_t *e)
