@@ -84,7 +84,7 @@ TIDE_INLINE bool fl_valid_first_range(const void *next, unsigned cls, pm_entry_t
     uintptr_t base = r->base, off = a - base;
     if (unlikely(off >= ATOMIC_LOAD(&r->span)))
         return false;
-    pm_entry_t e = pm_read_base_offset(base, off);
+    pm_entry_t e = pm_read_offset(base, off);
     *entry = e;
     if (unlikely(pm_slab_class(e) != cls))
         return false;

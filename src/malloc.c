@@ -103,7 +103,7 @@ TIDE_INLINE void block_lookup(void *p, const char *func, block_t *b)
     const range_t *r = &region.ranges[0];
     uintptr_t base = r->base, off = a - base;
     if (likely(off < ATOMIC_LOAD(&r->span))) {
-        pm_entry_t entry = pm_read_base_offset(base, off);
+        pm_entry_t entry = pm_read_offset(base, off);
         extent_t *e = pm_desc(entry);
         unsigned cls = pm_slab_class(entry);
         if (pm_is_slab_page(entry)) {
@@ -304,7 +304,7 @@ TIDE_INLINE bool cache_push(void *p, size_t size, bool sized)
     if (sized && unlikely(size > SC_LOOKUP_MAX))
         return false;
     if (likely(off < ATOMIC_LOAD(&r->span))) {
-        pm_entry_t entry = pm_read_offset(r, off);
+        pm_entry_t entry = pm_read_offset(base, off);
         /* sized: the class of SIZE, known before the entry is read. */
         unsigned cls = sized ? sc_lookup[(size + 15) >> 4] : pm_slab_class(entry);
         tcache_t *tc = &tcache_tls;

@@ -113,19 +113,14 @@ TIDE_INLINE pm_entry_t *pm_slot(const range_t *r, uintptr_t addr)
     return (pm_entry_t *)r->base - 1 - ((addr - r->base) >> LG_PAGE);
 }
 TIDE_INLINE pm_entry_t pm_read(const range_t *r, uintptr_t addr) { return ATOMIC_LOAD(pm_slot(r, addr)); }
-/* The same from the page's byte offset OFF from the range's base (the free fast path has
- * it already). */
-TIDE_INLINE pm_entry_t pm_read_offset(const range_t *r, uintptr_t off)
+/* The same from the page's byte offset OFF from BASE, the range's base (the free fast path
+ * and the inline checks have both already). */
+TIDE_INLINE pm_entry_t pm_read_offset(uintptr_t base, uintptr_t off)
 {
     /* base[-1 - page], as base + ~page entries: one instruction less; in integers, where
      * the wrap-around is defined. */
-    uintptr_t slot = r->base + (~(off >> LG_PAGE)) * sizeof(pm_entry_t);
+    uintptr_t slot = base + (~(off >> LG_PAGE)) * sizeof(pm_entry_t);
     return ATOMIC_LOAD((const pm_entry_t *)slot);
-}
-/* The same from BASE, the range's base the caller read already. */
-TIDE_INLINE pm_entry_t pm_read_base_offset(uintptr_t base, uintptr_t off)
-{
-    return ATOMIC_LOAD((const pm_entry_t *)(base + (~(off >> LG_PAGE)) * sizeof(pm_entry_t)));
 }
 static inline void pm_write(const range_t *r, uintptr_t addr, pm_entry_t e) { ATOMIC_STORE(pm_slot(r, addr), e); }
 
