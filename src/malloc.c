@@ -94,10 +94,9 @@ static TIDE_NOINLINE void block_lookup_any(void *p, const char *func, block_t *b
     report_invalid_pointer(func, p);
 }
 
-/* Describe the block at P, aborting with FUNC's name when P is not one of tide's.  Inline:
- * a region of a slab, and a large block (not sampled by either sampler) in the first range;
- * block_lookup_any sees to the rest. */
-TIDE_INLINE void block_lookup(void *p, const char *func, block_t *b)
+/* The common cases of block_lookup, inline: a region of a slab, and a large block (not
+ * sampled by either sampler) in the first range.  False: block_lookup_any decides. */
+TIDE_INLINE bool block_find(void *p, block_t *b)
 {
     uintptr_t a = (uintptr_t)p;
     const range_t *r = &region.ranges[0];
@@ -112,20 +111,27 @@ TIDE_INLINE void block_lookup(void *p, const char *func, block_t *b)
                 b->ext = e;
                 b->usable = sc_size[cls];
                 b->sampled = false;
-                return;
+                return true;
             }
         } else if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && e->addr == a && !e->sample && !e->prof) {
             b->cls = pm_class(entry);
             b->ext = e;
             b->usable = extent_block_size(e);
             b->sampled = false;
-            return;
+            return true;
         }
     }
-    block_lookup_any(p, func, b);
+    return false;
 }
 
-static void block_free(void *p, const block_t *b)
+/* Describe the block at P, aborting with FUNC's name when P is not one of tide's. */
+TIDE_INLINE void block_lookup(void *p, const char *func, block_t *b)
+{
+    if (!block_find(p, b))
+        block_lookup_any(p, func, b);
+}
+
+TIDE_INLINE void block_free(void *p, const block_t *b)
 {
     extent_t *e = b->ext;
     if (unlikely(b->sampled)) {
@@ -281,12 +287,23 @@ static void *malloc_framed(size_t size, void *frame)
 
 /* ---- free ----------------------------------------------------------------------------- */
 
+static TIDE_NOINLINE void free_any(void *p)
+{
+    block_t b;
+    block_lookup_any(p, "free", &b);
+    block_free(p, &b);
+}
+
 static TIDE_NOINLINE void free_slow(void *p)
 {
     if (!p)
         return;
     block_t b;
-    block_lookup(p, "free", &b);
+    /* Apart from the rest (a tail call), so that this path saves no registers. */
+    if (unlikely(!block_find(p, &b))) {
+        free_any(p);
+        return;
+    }
     block_free(p, &b);
 }
 
