@@ -232,7 +232,7 @@ static int grow(size_t min_pages)
 
 /* Make sure N descriptors can be had without allocating: they come from the metadata
  * range (meta.h), apart from the heap, DESC_BATCH at a time. */
-int extent_desc_reserve(size_t n)
+int extent_desc_refill(size_t n)
 {
     while (pageheap.ndesc_free < n) {
         size_t each = ALIGN_UP(sizeof(extent_t), (size_t)TIDE_CACHELINE);
@@ -527,7 +527,7 @@ static void unguard_tail(const extent_t *e)
 
 /* A large block of NPAGES pages, a guard page after it when GUARD (and padding to ALIGN),
  * of no class when CLASSLESS. */
-static extent_t *alloc_large(size_t npages, size_t align, extent_hint_t *hint, bool guard, bool classless)
+TIDE_INLINE extent_t *alloc_large(size_t npages, size_t align, extent_hint_t *hint, bool guard, bool classless)
 {
     size_t trail = unlikely(guard) ? ALIGN_UP(npages + 1, MAX(align, PAGE) >> LG_PAGE) - npages : 0;
     size_t total = npages + trail;

@@ -17,8 +17,10 @@
 /* A recycled descriptor, zeroed; extent_desc_reserve() made sure there is one. */
 extent_t *extent_desc_get(void);
 void extent_desc_put(extent_t *e);
-/* Make sure N descriptors can be had without allocating: 0 or ENOMEM. */
-int extent_desc_reserve(size_t n);
+/* Make sure N descriptors can be had without allocating: 0 or ENOMEM.  (Inline: every
+ * allocation from the page heap asks, and there are almost always enough.) */
+int extent_desc_refill(size_t n);
+static inline int extent_desc_reserve(size_t n) { return likely(pageheap.ndesc_free >= n) ? 0 : extent_desc_refill(n); }
 
 /* Free run E in and out of its state's tree (and the dirty age list). */
 void extent_tree_insert(extent_t *e);
