@@ -249,11 +249,15 @@ void *tcache_alloc_slow(unsigned cls)
     /* Large classes are served here, not on the fast path.  A link that the inline check
      * does not pass (another range, or corrupted) is popped by alloc_dry: a tail call, so
      * that this path saves no registers. */
-    if (likely(tc->state == TCACHE_ACTIVE && p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next)) {
-        tc->head[cls] = next;
-        p[1] = NULL;
-        tc->avail[cls]++;
-        return p;
+    if (likely(tc->state == TCACHE_ACTIVE)) {
+        if (likely(p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next)) {
+            tc->head[cls] = next;
+            p[1] = NULL;
+            tc->avail[cls]++;
+            return p;
+        }
+        if (!p && cls >= SC_NSMALL)
+            return alloc_direct(cls); /* (a large class has no refill) */
     }
     return alloc_dry(cls);
 }
