@@ -76,9 +76,10 @@ Test(hardening, a_forged_next_pointer_aborts, .timeout = 120)
     }
 }
 
-/* Above the fast path's sizes (a small class past 4 KiB, a large cached class) a pop and a
- * flush check a link with the inline test of the first range: a use after free that
- * rewrites the link of the block freed last is caught there too. */
+/* A use after free that rewrites the link of the block freed last is caught wherever the
+ * pop is: the fast path's for a small class past 4 KiB (the lookup table covers every small
+ * class), the slow pop's inline test of the first range for a large cached class, and a
+ * flush's check of every link. */
 static int forge_slow(void *arg)
 {
     size_t size = (size_t)(uintptr_t)arg;
@@ -105,7 +106,7 @@ static void forge_slow_case(size_t size)
     tt_child_free(&c);
 }
 
-Test(hardening, a_forged_next_pointer_above_the_fast_path_aborts_8192, .timeout = 60) { forge_slow_case(8192); }
+Test(hardening, a_forged_next_pointer_past_4_kib_aborts_8192, .timeout = 60) { forge_slow_case(8192); }
 Test(hardening, a_forged_next_pointer_of_a_large_class_aborts, .timeout = 60) { forge_slow_case(32768); }
 
 /* A thread's exit flushes its cache, and the walk of a large class checks every link. */
