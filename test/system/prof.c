@@ -296,14 +296,14 @@ Test(prof, the_programs_first_allocations_are_sampled, .timeout = 60)
 
 /* Sampled blocks carry their record in their own extent, small ones promoted to the
  * smallest large class and cached ones taken from the thread cache: to the program they
- * must be what any block of the size is, and misuse of them is caught as of any other. */
+ * must be what any block of the size is (the probe checks, and that no record outlives its
+ * block), and misuse of them is caught as of any other. */
 Test(prof, sampled_blocks_are_blocks_like_any_other, .timeout = 120)
 {
     for (size_t i = 0; i < ARRAY_SIZE_TT(probes); i++) {
         struct tt_child r = probe(probes[i], "prof:on,prof_sample:1", "blocks", "");
         struct probe_stats s = probe_stats(r.out);
         cr_expect_geq(s.samples, 4 * 9 * 3, "%s: every block due, %llu sampled", probes[i], s.samples);
-        cr_expect_eq(s.live, 0, "%s: %llu records live after every block was freed", probes[i], s.live);
         tt_child_free(&r);
     }
 }
