@@ -15,7 +15,7 @@
 /* How many empty slabs the bins keep at hand: a bin up to 1 MiB of them, an arena up to
  * 4 MiB over all its bins; the purge path gives back what stays unused for decay_ms.
  * bench/powers frees 1000 blocks of 1024 B a round: what the thread cache (128 of them)
- * and the transfer cache (up to 1 MiB, less when other classes fill the arena's 8 MiB)
+ * and the transfer cache (up to 1 MiB, less when other classes fill the arena's 2 MiB)
  * do not take empties up to 218 one-page slabs (872 KiB), wanted again a moment later. */
 #define KEEP_BIN_PAGES (MiB >> LG_PAGE)
 #define KEEP_ARENA_PAGES ((4 * MiB) >> LG_PAGE)

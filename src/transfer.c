@@ -13,18 +13,15 @@
 #include "util.h"
 
 #define TRANSFER_SLOTS 32
-/* What may idle here: 1 MiB a class, 8 MiB an arena.  A producer that sleeps while its
- * consumer drains a ring of 4096 64-byte blocks meets half of them here at once (128 KiB);
- * with 128 KiB per class, prodcons ran at 2-4x the time.  A thread that frees 1000 blocks
- * of 1024 B (bench/powers) hands 872 of them on past its own 128; with 512 KiB a class and
- * 1 MiB an arena, the rest went back into slab bitmaps and was cut out of them again a
- * moment later, at about 160 instructions an object on the way back and 75 on the way out
- * (17% of the program's instructions).  A working set that swings by 6 MiB of blocks of
- * thirty classes (bench/churn) met the arena's limit, then 2 MiB, the same way: 15% of
- * churn -t 1's instructions (127.8 M, now 108.4 M; tcmalloc 108.1 M).  What idles here
- * goes back to the slabs when the purger finds a class no list was taken from for a decay. */
+/* What may idle here: per arena 2 MiB, of which one class may hold half.  A producer
+ * that sleeps while its consumer drains a ring of 4096 64-byte blocks meets half of them
+ * here at once (128 KiB); with 128 KiB per class, prodcons ran at 2-4x the time.  A
+ * thread that frees 1000 blocks of 1024 B (bench/powers) hands 872 of them on past its
+ * own 128; with 512 KiB a class and 1 MiB an arena, the rest went back into slab bitmaps
+ * and was cut out of them again a moment later, at about 160 instructions an object on
+ * the way back and 75 on the way out (17% of the program's instructions). */
 #define TRANSFER_CLASS_MAX_BYTES (1024 * KiB)
-#define TRANSFER_ARENA_MAX_BYTES (8192 * KiB)
+#define TRANSFER_ARENA_MAX_BYTES (2048 * KiB)
 
 typedef struct transfer_s {
     lock_t lock;

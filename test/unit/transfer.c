@@ -1,7 +1,7 @@
 /*
  * transfer.c - the transfer caches (src/transfer.c, through transfer.h) by themselves: a
  * stack of lists per arena and class, newest first; at most 32 lists and 1 MiB a class,
- * 8 MiB an arena; a refused list stays the caller's; draining gives every list back to
+ * 2 MiB an arena; a refused list stays the caller's; draining gives every list back to
  * its slabs, and draining the idle ones skips the classes a list was taken from since.
  *
  * The caches are the process's, so each case runs in a forked child through the child
@@ -26,13 +26,10 @@
  * what its header promises as "a bounded number of bytes", pinned down. */
 #define SLOTS 32
 #define CLASS_MAX ((size_t)1024 << 10)
-#define ARENA_MAX ((size_t)8192 << 10)
+#define ARENA_MAX ((size_t)2048 << 10)
 
 /* Classes of the cases, by size. */
-enum { C16 = 0, C32 = 1, C64 = 3, C128 = 7, C256 = 11, C512 = 15, C1024 = 19, C2048 = 23, C4096 = 27 };
-/* The power-of-two classes from 32 B to 4 KiB: CLASS_MAX of each is ARENA_MAX. */
-static const unsigned pow2_classes[] = { C32, C64, C128, C256, C512, C1024, C2048, C4096 };
-_Static_assert(ARENA_MAX == 8 * CLASS_MAX, "eight classes fill an arena");
+enum { C16 = 0, C64 = 3, C128 = 7, C512 = 15, C2048 = 23, C4096 = 27 };
 
 static unsigned A, B; /* two arenas no thread is placed on */
 
@@ -228,53 +225,38 @@ static int class_bytes_case(void *unused)
     return 0;
 }
 
-/* An arena holds at most ARENA_MAX (eight classes' worth) over its classes: then every class of it refuses, the
+/* An arena holds at most ARENA_MAX (two classes' worth) over its classes: then every class of it refuses, the
  * other arena does not; a refused push costs nothing (the budget is exact after many). */
 static int arena_bytes_case(void *unused)
 {
     setup();
-    /* Seven classes full, C2048 in two halves. */
-    enum { NFULL = 7 };
-    static const unsigned full_classes[NFULL] = { C32, C64, C128, C256, C512, C1024, C4096 };
-    struct list full[NFULL];
-    for (unsigned i = 0; i < NFULL; i++)
-        full[i] = fill(A, full_classes[i], (unsigned)(CLASS_MAX / sc_size[full_classes[i]]));
-    struct list big2a = fill(A, C2048, (unsigned)(CLASS_MAX / 2048 / 2)); /* CLASS_MAX / 2 */
-    struct list big2b = fill(A, C2048, (unsigned)(CLASS_MAX / 2048 / 2)); /* CLASS_MAX / 2 */
-    for (unsigned i = 0; i < NFULL; i++)
-        CHECK(push(&full[i]), "ARENA_MAX in eight classes refused (class %u)", full[i].cls);
-    CHECK(push(&big2a) && push(&big2b), "ARENA_MAX in eight classes refused (the halves)");
+    struct list big4 = fill(A, C4096, (unsigned)(CLASS_MAX / 4096));       /* CLASS_MAX */
+    struct list big2a = fill(A, C2048, (unsigned)(CLASS_MAX / 2048 / 2));   /* CLASS_MAX / 2 */
+    struct list big2b = fill(A, C2048, (unsigned)(CLASS_MAX / 2048 / 2));   /* CLASS_MAX / 2 */
+    CHECK(push(&big4) && push(&big2a) && push(&big2b), "ARENA_MAX in two classes refused");
     struct list one = fill(A, C16, 1), oneb = fill(B, C16, 1);
     for (int i = 0; i < 100; i++)
         CHECK(!push(&one), "a region beyond the arena's bytes was kept (try %d)", i);
     CHECK(push(&oneb), "the other arena refused: budgets are per arena");
     /* CLASS_MAX / 2 back: exactly that fits again, in another class, and no byte more. */
     EXPECT_POP(A, C2048, &big2b);
-    struct list half16 = fill(A, C16, (unsigned)(CLASS_MAX / 2 / 16));
-    CHECK(push(&half16), "CLASS_MAX / 2 refused after as much was popped (a refused push leaked budget?)");
+    struct list c512 = fill(A, C512, (unsigned)(CLASS_MAX / 2 / 512));
+    CHECK(push(&c512), "CLASS_MAX / 2 refused after as much was popped (a refused push leaked budget?)");
     CHECK(!push(&one), "a region beyond the arena's bytes was kept after the pop");
-    EXPECT_POP(A, C16, &half16);
+    EXPECT_POP(A, C512, &c512);
     CHECK(push(&one), "one region refused with CLASS_MAX / 2 free");
     EXPECT_POP(A, C16, &one);
     EXPECT_POP(A, C2048, &big2a);
-    for (unsigned i = 0; i < NFULL; i++)
-        EXPECT_POP(A, full[i].cls, &full[i]);
+    EXPECT_POP(A, C4096, &big4);
     EXPECT_POP(B, C16, &oneb);
     /* Empty again: the whole ARENA_MAX is there. */
-    struct list again[ARRAY_SIZE(pow2_classes)];
-    for (unsigned i = 0; i < ARRAY_SIZE(pow2_classes); i++)
-        again[i] = fill(A, pow2_classes[i], (unsigned)(CLASS_MAX / sc_size[pow2_classes[i]]));
-    for (unsigned i = 0; i < ARRAY_SIZE(pow2_classes); i++)
-        CHECK(push(&again[i]), "ARENA_MAX refused once the arena's cache was empty again (class %u)", again[i].cls);
-    for (unsigned i = 0; i < ARRAY_SIZE(pow2_classes); i++)
-        EXPECT_POP(A, again[i].cls, &again[i]);
-    for (unsigned i = 0; i < NFULL; i++)
-        give_back(&full[i]);
-    for (unsigned i = 0; i < ARRAY_SIZE(pow2_classes); i++)
-        give_back(&again[i]);
-    struct list *rest[] = { &big2a, &big2b, &one, &oneb, &half16 };
-    for (unsigned i = 0; i < ARRAY_SIZE(rest); i++)
-        give_back(rest[i]);
+    struct list again4 = fill(A, C4096, (unsigned)(CLASS_MAX / 4096)), again2 = fill(A, C2048, (unsigned)(CLASS_MAX / 2048));
+    CHECK(push(&again4) && push(&again2), "ARENA_MAX refused once the arena's cache was empty again");
+    EXPECT_POP(A, C2048, &again2);
+    EXPECT_POP(A, C4096, &again4);
+    struct list *all[] = { &big4, &big2a, &big2b, &one, &oneb, &c512, &again4, &again2 };
+    for (unsigned i = 0; i < ARRAY_SIZE(all); i++)
+        give_back(all[i]);
     CHECK(tide_check() == 0, "tide_check() failed");
     return 0;
 }
@@ -354,6 +336,6 @@ static void in_child(int (*fn)(void *))
 Test(transfer, lists_come_back_newest_first, .timeout = 180) { in_child(lifo_case); }
 Test(transfer, a_class_holds_at_most_32_lists, .timeout = 180) { in_child(slots_case); }
 Test(transfer, a_class_holds_at_most_1_mib, .timeout = 180) { in_child(class_bytes_case); }
-Test(transfer, an_arena_holds_at_most_8_mib, .timeout = 180) { in_child(arena_bytes_case); }
+Test(transfer, an_arena_holds_at_most_2_mib, .timeout = 180) { in_child(arena_bytes_case); }
 Test(transfer, draining_idle_skips_the_classes_taken_from, .timeout = 180) { in_child(drain_case); }
 Test(transfer, a_take_counts_once_also_in_an_emptied_class, .timeout = 180) { in_child(drain_after_empty_case); }
