@@ -332,10 +332,7 @@ TIDE_INLINE bool cache_push(void *p, size_t size, bool sized)
          * may have cleared: the push would make a loop). */
         if (likely((sized ? pm_slab_class(entry) == cls : cls < SC_NSMALL) &&
                    sc_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 && !fl_marked(obj))) {
-            fl_set_next(obj, tc->head[cls]);
-            obj[1] = (void *)freelist_key;
-            tc->head[cls] = obj;
-            tc->avail[cls]--;
+            tcache_push(tc, obj, cls);
             return true;
         }
     }

@@ -305,10 +305,7 @@ static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls)
     if (tc->avail[cls] == 0)
         tcache_flush(tc, cls, MIN(tc->cap[cls] / 4u, 8u));
     void **obj = p;
-    fl_set_next(obj, tc->head[cls]);
-    obj[1] = (void *)freelist_key;
-    tc->head[cls] = obj;
-    tc->avail[cls]--;
+    tcache_push(tc, obj, cls);
 }
 
 void tcache_free_slow(void *p, unsigned cls)
@@ -320,10 +317,7 @@ void tcache_free_slow(void *p, unsigned cls)
      * blocks, no room, no active cache) is looked at in free_to_cache_slow. */
     if (likely(tc->state == TCACHE_ACTIVE && !fl_marked(obj) && obj != tc->head[cls] && tc->avail[cls] != 0 &&
                (cls < SC_NSMALL || !ATOMIC_LOAD(&conf.guard)))) {
-        fl_set_next(obj, tc->head[cls]);
-        obj[1] = (void *)freelist_key;
-        tc->head[cls] = obj;
-        tc->avail[cls]--;
+        tcache_push(tc, obj, cls);
         return;
     }
     free_to_cache_slow(p, cls);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "extent.h"
+#include "freelist.h"
 #include "size_class_table.h"
 #include "util.h"
 
@@ -40,6 +41,17 @@ typedef struct tcache_s {
 } tcache_t;
 
 extern __thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
+
+/* Push OBJ, freed, on TC's list for CLS (the caller checked that there is room): its link
+ * encoded, the double-free key in its second word.  The fast path's push and the slow
+ * paths' are this one. */
+TIDE_INLINE void tcache_push(tcache_t *tc, void **obj, unsigned cls)
+{
+    fl_set_next(obj, tc->head[cls]);
+    obj[1] = (void *)freelist_key;
+    tc->head[cls] = obj;
+    tc->avail[cls]--;
+}
 
 /* Slow paths: the cache of CLS is empty / full or not set up. */
 void *tcache_alloc_slow(unsigned cls);
