@@ -3,7 +3,8 @@
 
 Runs the ebizzy clone and the microbenchmarks under glibc, jemalloc, tcmalloc, mimalloc
 (LD_PRELOAD) and libtide once per tide configuration (TIDE_CONF), interleaving the
-allocators round by round so that a noisy neighbour hurts all of them alike, and writes
+allocators round by round (each round starting one allocator later) so that a noisy
+neighbour hurts all of them alike and none always runs first, and writes
 the medians to RESULTS/{ebizzy,micro}.csv (raw runs in *.raw.csv), a markdown summary
 RESULTS/latest.md and, when gnuplot is installed, RESULTS/ebizzy.png.
 

@@ -8,7 +8,7 @@ import shutil
 import statistics
 import tempfile
 
-from .runner import Variant, load_text
+from .runner import Variant, load_text, round_order
 
 S5M_T2 = ["-s", "5242880", "-t", "2"]
 
@@ -49,7 +49,7 @@ def run_ebizzy(args, runner, configs, bindir):
         argv = [ebizzy] + cfg.args + ["-S", str(args.seconds), "--json", "--fork"]
         runs = {v.label: [] for v in variants}
         for rnd in range(1, args.runs + 1):
-            for v in variants:
+            for v in round_order(variants, rnd):
                 out = runner.run_timed(argv, v, f"ebizzy {cfg.name}", args.seconds + 120)
                 res = None
                 if out is not None:

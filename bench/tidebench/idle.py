@@ -4,7 +4,7 @@ to touch the burst again, every allocator interleaved round by round; medians.""
 import os
 import statistics
 
-from .runner import load_text, parse_key_values
+from .runner import load_text, parse_key_values, round_order
 
 # bench/idle: 1 GiB burst freed, then an idle period of 2.5 x tide's default decay_ms, in a
 # program with a second thread (tide's default background:auto starts its purger thread
@@ -34,7 +34,7 @@ def run_idle(args, runner, variants, bindir):
     argv = [os.path.join(bindir, "idle")] + (IDLE_QUICK_ARGS if args.quick else IDLE_ARGS)
     runs = {v.label: [] for v in variants}
     for rnd in range(1, args.runs + 1):
-        for v in variants:
+        for v in round_order(variants, rnd):
             out = runner.run_timed(argv + v.argv, v, "idle", 300)
             kv = parse_key_values(out) if out is not None else {}
             res = None

@@ -9,7 +9,7 @@ import shutil
 import statistics
 import tempfile
 
-from .runner import load_text, parse_key_values
+from .runner import load_text, parse_key_values, round_order
 
 
 class MicroBench:
@@ -56,7 +56,7 @@ def run_micro(args, runner, benches, variants, bindir):
         argv = [os.path.join(bindir, b.argv[0])] + work + b.argv[1:]
         runs = {v.label: [] for v in variants}
         for rnd in range(1, args.runs + 1):
-            for v in variants:
+            for v in round_order(variants, rnd):
                 out = runner.run_timed(argv, v, b.name, 600)
                 kv = parse_key_values(out) if out is not None else {}
                 t = float(kv[b.key]) if b.key in kv else None

@@ -5,7 +5,7 @@ at the time limit."""
 import os
 import statistics
 
-from .runner import load_text, parse_key_values
+from .runner import load_text, parse_key_values, round_order
 
 
 class ReallocMode:
@@ -39,7 +39,7 @@ def run_realloc(args, runner, modes, variants, bindir):
                 + [f"--time-limit={REALLOC_TIME_LIMIT_S}"])
         runs = {v.label: [] for v in variants}
         for rnd in range(1, args.runs + 1):
-            for v in variants:
+            for v in round_order(variants, rnd):
                 out = runner.run_timed(argv, v, f"realloc {m.name}", 300)
                 kv = parse_key_values(out) if out is not None else {}
                 res = None
