@@ -105,6 +105,15 @@ int main(void)
     }
     printf("\n};\n\n");
 
+    /* The same indexed by class + 1 over every byte value, 0 at the others: what the free
+     * fast path indexes with a page-map entry's tag (pagemap.h), so that a tag that is no
+     * small class's fails the region test itself (sc_starts_region's OFF * c < c never holds for c = 0). */
+    printf("/* sc_div64 by class + 1 (a page-map tag), 0 for every other byte */\n");
+    printf("static const uint64_t sc_div64_by_tag[256] = {\n    0,");
+    for (unsigned i = 0; i < nsmall; i++)
+        printf("%s%#llxull,", (i + 1) % 3 ? " " : "\n    ", ~0ull / sizes[i] + 1);
+    printf("\n};\n\n");
+
     /* Thread-cache capacity.  A class starts with about two slabs' worth of small regions
      * (20 to 200, at most 128 KiB) and grows on demand, each time the cache runs dry, up
      * to 128 KiB of regions (at most 1024); large classes hold a few extents and do not

@@ -323,15 +323,15 @@ TIDE_INLINE bool cache_push(void *p, size_t size, bool sized)
     if (likely(off < ATOMIC_LOAD(&r->span))) {
         pm_entry_t entry = pm_read_offset(base, off);
         /* sized: the class of SIZE, known before the entry is read. */
-        unsigned cls = sized ? sc_lookup[(size + 15) >> 4] : pm_slab_class(entry);
+        size_t cls = sized ? sc_lookup[(size + 15) >> 4] : pm_slab_class_index(entry);
         tcache_t *tc = &tcache_tls;
         void **obj = p;
-        /* A small class (sized: the page's, which SIZE's is), P the start of one of its
-         * regions (not a pointer into one), room in the cache, and not already freed:
-         * neither holding the key nor the object just freed (whose key a use after free
-         * may have cleared: the push would make a loop). */
-        if (likely((sized ? pm_slab_class(entry) == cls : cls < SC_NSMALL) &&
-                   sc_starts_region(cls, a - pm_slab_base(entry, a)) && tc->avail[cls] != 0 && !fl_marked(obj))) {
+        /* P the start of a region of a slab of a small class (sized: the page's, which
+         * SIZE's is), not a pointer into one, room in the cache, and not already freed
+         * (not holding the key). */
+        if (likely((sized ? pm_slab_class(entry) == cls && sc_starts_region(cls, a - pm_slab_base(entry, a))
+                          : pm_starts_small_region(entry, a)) &&
+                   tc->avail[cls] != 0 && !fl_marked(obj))) {
             tcache_push(tc, obj, cls);
             return true;
         }

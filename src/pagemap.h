@@ -21,7 +21,7 @@
  * Interior pages of large blocks and free runs hold empty or stale large-tail, free-edge,
  * freed-head and guard entries, never one that carries a class: so the free fast path can
  * trust a slab page's class without looking at the descriptor.  (The tag of a class is the class
- * + 1, so that the fast path finds "a small class" with one subtraction and compare.) */
+ * + 1, so that an empty entry carries none.) */
 #ifndef TIDE_PAGEMAP_H
 #define TIDE_PAGEMAP_H
 
@@ -76,8 +76,8 @@ static inline pm_entry_t pm_reserved(size_t npages) { return pm_make_((uintptr_t
 
 /* ---- reading them ---------------------------------------------------------------------- */
 
-/* The class of a slab page; a value >= SC_NSMALL for every other entry (the fast path's
- * test: one subtraction and a compare). */
+/* The class of a slab page; a value >= SC_NSMALL for every other entry (one subtraction
+ * and a compare tell a slab page; the free fast path has pm_starts_small_region). */
 TIDE_INLINE unsigned pm_slab_class(pm_entry_t e) { return pm_tag_(e) - 1u; }
 static inline bool pm_is_slab_page(pm_entry_t e) { return pm_slab_class(e) < SC_NSMALL; }
 /* The class an entry carries (a slab page, or the head of a large block of a cached
@@ -105,6 +105,19 @@ TIDE_INLINE uintptr_t pm_slab_base(pm_entry_t e, uintptr_t addr)
 {
     return (addr & ~(uintptr_t)PAGE_MASK) - ((uintptr_t)((e >> PM_PAGE_SHIFT) & PM_PAGE_MASK) << LG_PAGE);
 }
+
+/* The free fast path's one test of a page's entry E, for ADDR on that page: whether ADDR
+ * starts a region of a slab of a small class.  The table is indexed by the tag itself, and
+ * holds 0 (no offset passes) at every tag that is not a small class's: no separate test of
+ * the class. */
+TIDE_INLINE bool pm_starts_small_region(pm_entry_t e, uintptr_t addr)
+{
+    uint64_t c = sc_div64_by_tag[pm_tag_(e)];
+    return (uint64_t)(addr - pm_slab_base(e, addr)) * c < c;
+}
+/* The class of a slab page, as an index (the fast path's: the subtraction folds into the
+ * addresses it indexes). */
+TIDE_INLINE size_t pm_slab_class_index(pm_entry_t e) { return (size_t)pm_tag_(e) - 1; }
 
 /* ---- where they are -------------------------------------------------------------------- */
 

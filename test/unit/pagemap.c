@@ -15,6 +15,7 @@
 #include "support.h"
 
 #include "pagemap.h"
+#include "size_class.h"
 #include "size_class_table.h"
 
 /* Descriptor addresses: the lowest, a real one, the highest 48-bit one. */
@@ -180,6 +181,28 @@ Test(pagemap, each_tag_decodes_to_one_kind)
             expect_class(e, cls, what);
             if (want != K_EMPTY && want != K_NONE && want != K_RESERVED)
                 cr_assert_eq((uintptr_t)pm_desc(e), descs[d], "%s: descriptor %p", what, pm_desc(e));
+        }
+}
+
+/* The free fast path's one test (pm_starts_small_region) says yes exactly where the full
+ * one does: a slab page of a small class, and an offset that starts one of its regions.
+ * Every tag and page index, every 16-byte offset of the page (regions are 16-aligned),
+ * whatever the descriptor bits. */
+Test(pagemap, the_fast_region_test_agrees_with_the_full_one_for_every_tag)
+{
+    static char slab[8 * 4096] __attribute__((aligned(4096)));
+    for (unsigned tag = 0; tag < 256; tag++)
+        for (unsigned page = 0; page <= PM_PAGE_MASK; page++) {
+            pm_entry_t e = ((uint64_t)tag << PM_TAG_SHIFT) | ((uint64_t)page << PM_PAGE_SHIFT) | (uintptr_t)a_desc;
+            bool slab_page = tag >= 1 && tag <= SC_NSMALL;
+            if (slab_page)
+                cr_assert_eq(pm_slab_class_index(e), pm_slab_class(e), "tag %#x", tag);
+            for (uintptr_t off = 0; off < 4096; off += 16) {
+                uintptr_t a = (uintptr_t)slab + page * 4096 + off;
+                bool want = slab_page && sc_starts_region(pm_slab_class(e), a - pm_slab_base(e, a));
+                cr_assert_eq(pm_starts_small_region(e, a), want, "tag %#x, page %u, offset %#lx: %d", tag, page,
+                             (unsigned long)off, !want);
+            }
         }
 }
 
