@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "util.h"
+
 typedef enum {
     PURGE_NONE = 0,
     PURGE_DONTNEED = 1,
@@ -42,7 +44,7 @@ typedef struct conf_s {
     long guard_sample;     /* bytes: one allocation in about this many is sampled; 0 off */
 } conf_t;
 
-extern conf_t conf;
+extern conf_t conf TIDE_HIDDEN;
 
 /* Parse TIDE_CONF from the environment (no getenv: it may run before libc is ready). */
 void conf_init(void);

@@ -219,19 +219,22 @@ TIDE_INLINE void *malloc_any(size_t size, bool zero, void *frame)
 
 static TIDE_NOINLINE void *malloc_slow(size_t size) { return FRAMED(malloc_any(size, false, ENTRY_FRAME())); }
 
-/* The fast path for SIZE <= SC_LOOKUP_MAX: count it against the profiler's countdown
- * and pop the head of the thread's list for its class.  NULL when the countdown drops
- * below zero or the list is empty (the slow path looks at the countdown again).  The
- * countdown comes first, on its own, so that it compiles to a subtraction from memory
- * and a jump on its sign: all that the profiler costs here. */
+/* The fast path for SIZE <= SC_LOOKUP_MAX: with the profiler on, count it against the
+ * profiler's countdown; pop the head of the thread's list for its class.  NULL when the
+ * countdown drops below zero or the list is empty (the slow path looks at the countdown
+ * again).  The countdown comes first, on its own, so that it compiles to a subtraction
+ * from memory and a jump on its sign; with the profiler off, what it costs is the test
+ * of the setting. */
 TIDE_INLINE void *cache_pop(size_t size)
 {
     unsigned cls = sc_lookup[(size + 15) >> 4];
     tcache_t *tc = &tcache_tls;
-    int64_t left = tc->prof_left - (int64_t)size;
-    tc->prof_left = left;
-    if (unlikely(left < 0))
-        return NULL;
+    if (unlikely(prof_counting())) {
+        int64_t left = tc->prof_left - (int64_t)size;
+        tc->prof_left = left;
+        if (unlikely(left < 0))
+            return NULL;
+    }
     void **p = tc->head[cls];
     if (likely(p != NULL)) {
         void *next = fl_next(p);
