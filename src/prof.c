@@ -89,7 +89,8 @@ typedef struct prof_tls_s {
     uint8_t cached_next;          /* the way to replace next */
     uint64_t rng;
     uintptr_t stack_lo, stack_hi; /* the thread's stack VMA, as last looked up */
-    uint8_t armed;                /* the countdown holds a drawn interval */
+    uint8_t armed;                /* the byte countdown holds a drawn interval */
+    uint64_t armed_classes;       /* the same for each class's countdown (a bit each) */
     uint8_t busy;                 /* sampling: allocations made meanwhile are not sampled */
 } prof_tls_t;
 static __thread prof_tls_t prof_tls __attribute__((tls_model("initial-exec")));
@@ -211,6 +212,48 @@ bool prof_fire(void)
     /* The next interval starts after this block (a Poisson process has no memory). */
     tc->prof_left = prof_draw();
     return !t->busy;
+}
+
+/* A class's countdown, for a thread that never samples: 2^46 allocations. */
+#define PROF_CLASS_NEVER ((int64_t)1 << 46)
+
+/* How many allocations of a class of SIZE bytes up to and including the next one sampled:
+ * geometric, P(N > k) = exp(-k SIZE / prof_rate), which is what the byte countdown's
+ * exponential interval gives a run of blocks of SIZE bytes. */
+static int64_t prof_draw_count(size_t size)
+{
+    int64_t n = (prof_draw() + (int64_t)size - 1) / (int64_t)size;
+    return n < PROF_CLASS_NEVER ? n : PROF_CLASS_NEVER;
+}
+
+bool prof_class_fire(unsigned cls)
+{
+    tcache_t *tc = &tcache_tls;
+    size_t size = sc_size[cls];
+    int64_t left; /* allocations to let by before the next sample */
+    bool fire = false;
+    if (!ATOMIC_LOAD(&conf.prof)) {
+        left = PROF_CLASS_NEVER;
+    } else if (!ATOMIC_LOAD_ACQ(&prof_ready)) {
+        left = (int64_t)(64 * KiB / size); /* starting up: look again later */
+    } else {
+        prof_tls_t *t = &prof_tls;
+        int64_t n = prof_draw_count(size);
+        if (!(t->armed_classes & ((uint64_t)1 << cls))) {
+            /* A thread's first countdown of a class starts at its first allocation of it:
+             * this one, the first of N. */
+            t->armed_classes |= (uint64_t)1 << cls;
+            if (n > 1) {
+                tcache_set_countdown(tc, cls, n - 2);
+                return false;
+            }
+            n = prof_draw_count(size);
+        }
+        fire = !t->busy;
+        left = n - 1;
+    }
+    tcache_set_countdown(tc, cls, left);
+    return fire;
 }
 
 /* ---- call stacks ------------------------------------------------------------------ */
@@ -467,7 +510,7 @@ static void prof_unweigh(prof_rec_t *r)
 
 static int prof_dump_auto(unsigned kind, bool warn);
 
-void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable)
+void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
 {
     bool dump = false;
     lock_acquire(&prof_lock);
@@ -481,7 +524,7 @@ void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable)
     prof_rec_t *r = prof_rec(i);
     r->stack = s;
     r->usable = usable;
-    prof_weigh(r, size, prof_probability(size));
+    prof_weigh(r, size, prof_probability(psize));
     s->alloc_count += r->count;
     s->alloc_bytes += r->bytes;
     prof_alloc_count += r->count;
@@ -549,7 +592,7 @@ void prof_resized(uint32_t rec, extent_t *e, size_t old_size, size_t size, void 
     if (size > old_size && size - old_size <= TIDE_MAX_BLOCK && prof_count(size - old_size)) {
         prof_bt_t bt;
         prof_backtrace(&bt, frame);
-        prof_record(e, &bt, size, 0);
+        prof_record(e, &bt, size, 0, size);
     }
 }
 
@@ -727,6 +770,8 @@ void prof_boot(void)
     /* This thread's allocations while tide started (these above among them) found the
      * profiler not ready and put off their look for 64 KiB: the program's own come next. */
     tcache_tls.prof_left = 0;
+    for (unsigned c = 0; c < SC_NSMALL; c++)
+        tcache_set_countdown(&tcache_tls, c, 0);
 }
 
 void prof_exit(void)

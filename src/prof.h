@@ -2,11 +2,12 @@
  *
  * Each thread counts the bytes it asks for down from an exponentially distributed
  * interval (mean prof_sample bytes, as jemalloc's and tcmalloc's samplers do): the
- * countdown lives in the thread cache, beside the lists the malloc fast path pops.  The
- * fast path counts only while the profiler is on: off, it pays one compare of the setting
- * and a branch never taken, and no store (a subtraction from memory on every malloc cost
- * bench/pairs' batch 5 % in time: a store, where stores are what that loop waits on).
- * An allocation that takes the countdown below zero is sampled: it is
+ * countdown lives in the thread cache, beside the lists the malloc fast path pops; the
+ * fast path's are counts of allocations, one per class, in the same word as the room its
+ * pop makes, so that the profiler on or off it costs no instruction and no store more
+ * than the pop itself (a subtraction of the request from a countdown of its own, on every
+ * malloc, cost bench/pairs' batch 5 % in time: a store, where stores are what that loop
+ * waits on).  An allocation that takes the countdown below zero is sampled: it is
  * served as a large block of its own (so that its free takes the slow path, where the
  * profiler sees it), its call stack is recorded, and it carries its record's index in its
  * extent.  A block of SIZE bytes is sampled with probability p = 1 - exp(-SIZE / R) and
@@ -24,7 +25,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "conf.h"
 #include "extent.h"
 #include "tcache.h"
 #include "util.h"
@@ -36,9 +36,22 @@ typedef struct prof_bt_s {
     uintptr_t pc[PROF_MAX_DEPTH]; /* return addresses, innermost first */
 } prof_bt_t;
 
-/* Whether the malloc fast path counts its requests: the profiler is on (it may not be
- * ready yet: prof_fire tells). */
-TIDE_INLINE bool prof_counting(void) { return conf.prof != 0; }
+/* The classes the malloc fast path serves have countdowns of their own, in allocations,
+ * in the thread cache's word of each class (tcache.h): drawn geometric, so that each
+ * allocation of a class of SIZE bytes is sampled with probability 1 - exp(-SIZE / R),
+ * as the byte countdown samples a block of SIZE bytes (the two are the same Poisson
+ * process over the bytes, counted apart; a block of a class is weighed by its usable
+ * size, as jemalloc samples by usable size). */
+/* The countdown of CLS ran out: re-arm it, and tell whether this allocation is sampled. */
+bool prof_class_fire(unsigned cls);
+/* After the fast path counted an allocation of CLS and did not serve it: give back the
+ * room its subtraction made (nothing was popped). */
+TIDE_INLINE void prof_take_back(unsigned cls) { tcache_tls.room[cls]--; }
+/* Whether that count made a sample due (prof_take_back first). */
+TIDE_INLINE bool prof_class_due(unsigned cls)
+{
+    return unlikely(tcache_tls.room[cls] < 0) && prof_class_fire(cls);
+}
 
 /* Count SIZE requested bytes against the calling thread's countdown: true when this
  * allocation is to be sampled.  (The malloc fast path does the subtraction itself.) */
@@ -54,9 +67,10 @@ static inline bool prof_count(size_t size)
  * FRAME[1] its return address).  Frame pointers are followed within the thread's stack
  * while they form a chain; else glibc's backtrace() is cut at that return address. */
 void prof_backtrace(prof_bt_t *bt, void *frame);
-/* Record block E, sampled at SIZE requested bytes, that the program sees as USABLE
- * bytes (0: the extent's size). */
-void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable);
+/* Record block E, sampled at SIZE requested bytes with the probability of PSIZE bytes
+ * (its usable size when a class's countdown sampled it, else SIZE), that the program sees
+ * as USABLE bytes (0: the extent's size). */
+void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize);
 /* Sampled block E is being freed. */
 void prof_free(extent_t *e);
 /* The usable size of sampled block E. */

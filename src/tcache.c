@@ -96,7 +96,7 @@ static void free_direct(void *p, unsigned cls)
  * heap).  Pages that become dirty are reported to the purge policy. */
 static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
 {
-    unsigned count = (unsigned)(tc->cap[cls] - tc->avail[cls]);
+    unsigned count = tc->cap[cls] - tcache_room(tc, cls);
     void **cut = NULL, **rest = tc->head[cls];
     for (unsigned i = 0; i < keep && rest; i++) {
         cut = rest;
@@ -110,7 +110,7 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
         fl_set_next(cut, NULL);
     else
         tc->head[cls] = NULL;
-    tc->avail[cls] = (uint16_t)(tc->cap[cls] - MIN(keep, count));
+    tcache_set_room(tc, cls, tc->cap[cls] - MIN(keep, count));
     if (!rest)
         return;
     if (cls < SC_NSMALL) {
@@ -167,7 +167,8 @@ static void tcache_thread_exit(void *arg)
     tcache_flush_all(tc);
     /* Later calls of this thread (other TLS destructors) go straight to the arena. */
     tc->state = TCACHE_DISABLED;
-    memset(tc->avail, 0, sizeof tc->avail);
+    for (unsigned c = 0; c < SC_NCACHED; c++)
+        tcache_set_room(tc, c, 0);
     ATOMIC_SUB(&arenas[tc->arena]->nthreads, 1);
     tcache_has_arena = 0;
     ATOMIC_SUB(&tcache_nthreads, 1);
@@ -195,7 +196,7 @@ static void tcache_init(tcache_t *tc)
         return;
     }
     for (unsigned c = 0; c < SC_NCACHED; c++)
-        tc->cap[c] = tc->avail[c] = sc_tcache_init[c];
+        tcache_set_room(tc, c, tc->cap[c] = sc_tcache_init[c]);
     ATOMIC_ADD(&tcache_nthreads, 1);
     tc->state = TCACHE_ACTIVE;
 }
@@ -215,7 +216,7 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
     if (p) { /* a link in another range (or a corrupted one) */
         tc->head[cls] = fl_next_checked(p, cls, "malloc");
         p[1] = NULL;
-        tc->avail[cls]++;
+        tc->room[cls]++; /* (no carry: the room is at most the capacity) */
         return p;
     }
     if (cls >= SC_NSMALL)
@@ -236,7 +237,7 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
     p = head;
     tc->head[cls] = fl_next_checked(p, cls, "malloc");
     tc->cap[cls] = (uint16_t)cap;
-    tc->avail[cls] = (uint16_t)(cap - (got - 1));
+    tcache_set_room(tc, cls, cap - (got - 1));
     p[1] = NULL; /* a batch from another cache still carries the freed mark */
     return p;
 }
@@ -253,7 +254,7 @@ void *tcache_alloc_slow(unsigned cls)
         if (likely(p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next)) {
             tc->head[cls] = next;
             p[1] = NULL;
-            tc->avail[cls]++;
+            tc->room[cls]++;
             return p;
         }
         if (!p && cls >= SC_NSMALL)
@@ -271,7 +272,7 @@ void tcache_check_not_freed(void *p, unsigned cls, const char *func)
         report_invalid_pointer(func, p);
     tcache_t *tc = &tcache_tls;
     /* The walk is bounded by the count: a list made to loop ends too. */
-    unsigned left = tc->state == TCACHE_ACTIVE ? (unsigned)(tc->cap[cls] - tc->avail[cls]) : 0;
+    unsigned left = tc->state == TCACHE_ACTIVE ? tc->cap[cls] - tcache_room(tc, cls) : 0;
     for (void **q = tc->head[cls]; q && left; q = fl_next_checked(q, cls, func), left--)
         if (q == p)
             report_double_free(func, p);
@@ -302,7 +303,7 @@ static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls)
     }
     /* Full: keep only the few most recent (warm) objects, so that the cut is found by
      * walking a handful of nodes and the batch given away is big. */
-    if (tc->avail[cls] == 0)
+    if (tcache_room(tc, cls) == 0)
         tcache_flush(tc, cls, MIN(tc->cap[cls] / 4u, 8u));
     void **obj = p;
     tcache_push(tc, obj, cls);
@@ -315,7 +316,7 @@ void tcache_free_slow(void *p, unsigned cls)
     /* The case of a block above the fast path's sizes, or of a free the fast path left for
      * a full cache' flush: everything else (a mark, the head itself, guard:on's large
      * blocks, no room, no active cache) is looked at in free_to_cache_slow. */
-    if (likely(tc->state == TCACHE_ACTIVE && !fl_marked(obj) && obj != tc->head[cls] && tc->avail[cls] != 0 &&
+    if (likely(tc->state == TCACHE_ACTIVE && !fl_marked(obj) && obj != tc->head[cls] && tcache_room(tc, cls) != 0 &&
                (cls < SC_NSMALL || !ATOMIC_LOAD(&conf.guard)))) {
         tcache_push(tc, obj, cls);
         return;

@@ -1,7 +1,8 @@
 /* tcache.h - per-thread caches (the fast path), and each thread's place on an arena.
  *
  * Each thread keeps, per size class, a singly linked list of free objects threaded
- * through their first word, and a count of the room left.  malloc pops and free
+ * through their first word, and a count of the room left (which shares its word with the
+ * heap profiler's countdown of the class's allocations).  malloc pops and free
  * pushes with no lock and no system call; a miss grows the class's capacity (up to
  * 128 KiB of objects) and takes a whole list from a transfer cache when another thread
  * has left one there, else a refill from the thread's arena; a full cache keeps its 8
@@ -29,18 +30,38 @@ enum {
 };
 
 typedef struct tcache_s {
+    /* Per class, one word (tcache_room and the profiler's countdown, prof.h): in its low 16
+     * bits the room left in the list (cap - count; 0 also while not ACTIVE), above them how
+     * many more of the class's allocations the heap profiler lets by before it samples one.
+     * The malloc fast path takes one from the countdown and gives one to the room in a
+     * single subtraction, the profiler on or off (off, the countdown never runs out): the
+     * word turns negative when a sample is due. */
+    int64_t room[SC_NCACHED];
     void *head[SC_NCACHED];
-    uint16_t avail[SC_NCACHED]; /* room left (cap - count); 0 also while not ACTIVE */
     uint16_t cap[SC_NCACHED];   /* capacity: grows each time the class runs dry */
-    /* Bytes this thread may still ask for before the heap profiler samples an allocation
-     * (prof.h): the malloc fast path subtracts each request, and goes to the slow path
-     * when it drops below zero.  With the profiler off it is reset to INT64_MAX there. */
+    /* Bytes this thread may still ask for before the profiler samples one of the requests
+     * that the fast path does not count (prof.h): above 14 KiB, aligned, a growth. */
     int64_t prof_left;
     uint16_t arena;
     uint8_t state;
 } tcache_t;
 
 extern __thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
+
+#define TCACHE_ROOM_MASK ((int64_t)0xFFFF)
+#define TCACHE_PROF_ONE ((int64_t)1 << 16) /* one allocation of the profiler's countdown */
+/* The room left in TC's list for CLS. */
+TIDE_INLINE unsigned tcache_room(const tcache_t *tc, size_t cls) { return (unsigned)(tc->room[cls] & TCACHE_ROOM_MASK); }
+TIDE_INLINE void tcache_set_room(tcache_t *tc, size_t cls, unsigned room)
+{
+    tc->room[cls] = (tc->room[cls] & ~TCACHE_ROOM_MASK) | (int64_t)room;
+}
+
+/* Set the profiler's countdown of CLS to LEFT allocations (at most 2^46), keeping the room. */
+TIDE_INLINE void tcache_set_countdown(tcache_t *tc, size_t cls, int64_t left)
+{
+    tc->room[cls] = (int64_t)((uint64_t)left << 16) | (tc->room[cls] & TCACHE_ROOM_MASK);
+}
 
 /* Push OBJ, freed, on TC's list for CLS (the caller checked that there is room): its link
  * encoded, the double-free key in its second word.  The fast path's push and the slow
@@ -52,9 +73,9 @@ TIDE_INLINE void tcache_push(tcache_t *tc, void **obj, size_t cls)
     tc->head[cls] = obj;
     /* A compiler barrier: without it GCC 12 keeps the count the free fast path tested in a
      * register and writes it back, where it can compare and decrement it in memory (two
-     * instructions fewer, 72 per malloc(64) + free pair instead of 74). */
+     * instructions fewer, 71 per malloc(64) + free pair instead of 73). */
     __asm__("" ::: "memory");
-    tc->avail[cls]--;
+    tc->room[cls]--;
 }
 
 /* Slow paths: the cache of CLS is empty / full or not set up. */

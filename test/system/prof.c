@@ -365,6 +365,38 @@ Test(prof, fork_children_and_their_threads_are_profiled, .timeout = 600)
     rmtree(dir);
 }
 
+/* ---- one size, sampled by its class's countdown ----------------------------------------------- */
+
+/* The malloc fast path counts allocations of each class, not bytes, and a sampled block is
+ * weighed by its class's usable size: the totals must still estimate the bytes and blocks
+ * the program asked for, whether the request fills its class (48, 1024), falls short of it
+ * (40 in 48, 1000 in 1024) or is of a class a slab holds only 2 of (14336).  32 MiB at
+ * prof_sample:16k: about 2,000 samples, the estimate's standard error about 2 %. */
+Test(prof, blocks_of_one_size_are_estimated_without_bias, .timeout = 300)
+{
+    char dir[64], arg[160];
+    tmpdir(dir, sizeof dir);
+    static const size_t sizes[] = { 40, 48, 1000, 1024, 14336 };
+    for (size_t i = 0; i < ARRAY_SIZE_TT(sizes); i++) {
+        snprintf(arg, sizeof arg, "%zu:%s/class%zu.heap", sizes[i], dir, sizes[i]);
+        struct tt_child r = probe(PROF_PROBE, "prof:on,prof_sample:16k", "class", arg);
+        char *raw = tt_read_file(strchr(arg, ':') + 1, NULL);
+        cr_assert(raw, "no profile at %s", strchr(arg, ':') + 1);
+        unsigned long long count, bytes;
+        cr_assert(sscanf(raw, "heap profile: %llu: %llu [", &count, &bytes) == 2, "the header:\n%.300s", raw);
+        double want_count = (double)((32u << 20) / sizes[i]), want_bytes = want_count * (double)sizes[i];
+        cr_expect(bytes >= want_bytes * 0.85 && bytes <= want_bytes * 1.15,
+                  "%zu-byte blocks: %.0f bytes live, the profile says %llu", sizes[i], want_bytes, bytes);
+        cr_expect(count >= want_count * 0.85 && count <= want_count * 1.15,
+                  "%zu-byte blocks: %.0f live, the profile says %llu", sizes[i], want_count, count);
+        tt_report("prof: %zu-byte blocks: %llu bytes in %llu blocks estimated, %.0f in %.0f live (%.3f)", sizes[i],
+                  bytes, count, want_bytes, want_count, (double)bytes / want_bytes);
+        free(raw);
+        tt_child_free(&r);
+    }
+    rmtree(dir);
+}
+
 /* ---- nothing live ------------------------------------------------------------------------------ */
 
 Test(prof, a_profile_with_nothing_live_is_valid, .timeout = 300)

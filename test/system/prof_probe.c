@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -514,10 +515,38 @@ static int run_blocks(const char *how)
     return 0;
 }
 
+/* ---- one size ----------------------------------------------------------------------- */
+
+/* 32 MiB live in blocks of SIZE bytes (ARG: "SIZE:PATH"), all from malloc's fast path, dumped
+ * to PATH: the profile's totals must estimate their bytes and count. */
+#define CLASS_BYTES (32 * MiB)
+/* The blocks are kept in an array that is not malloc's, so that nothing else is live. */
+__attribute__((noinline)) void alloc_one_size(size_t size)
+{
+    size_t n = CLASS_BYTES / size;
+    void **kept = mmap(NULL, n * sizeof *kept, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (kept == MAP_FAILED)
+        die("mmap");
+    for (size_t i = 0; i < n; i++)
+        kept[i] = xmalloc_checked(malloc(size));
+}
+
+static int run_class(const char *arg)
+{
+    char *end;
+    size_t size = strtoul(arg, &end, 10);
+    if (*end != ':' || !size)
+        die("class: want SIZE:PATH");
+    alloc_one_size(size);
+    dump(end + 1);
+    print_stats();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks [ARG]\n");
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class [ARG]\n");
         return 2;
     }
     const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
@@ -549,6 +578,8 @@ int main(int argc, char **argv)
         return run_siblings(arg);
     if (strcmp(mode, "blocks") == 0)
         return run_blocks(arg);
+    if (strcmp(mode, "class") == 0)
+        return run_class(arg);
     if (strcmp(mode, "first") == 0) {
         void *first[64];
         for (int i = 0; i < 64; i++)
