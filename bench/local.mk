@@ -85,7 +85,7 @@ bench_tidebench = bench/tidebench/__init__.py bench/tidebench/runner.py \
 	bench/tidebench/realloc.py bench/tidebench/idle.py bench/tidebench/allocators.py \
 	bench/tidebench/cli.py bench/tidebench/plan.py bench/tidebench/report.py \
 	bench/tidebench/targets.py bench/tidebench/verdicts.py
-EXTRA_DIST += bench/run.py $(bench_tidebench) bench/background.py bench/tide-confs \
+EXTRA_DIST += bench/run.py $(bench_tidebench) bench/background.py bench/ab.py bench/tide-confs \
 	bench/README.md bench/results/.gitignore
 
 # make check: the targets judged on fixed medians (no benchmark is run).  -B: no

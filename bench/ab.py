@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""ab.py - two builds or two settings of tide, side by side, on a machine whose speed moves.
+
+make bench measures every allocator a few times and compares medians; that is its job, but
+where the question is whether one change costs 2 or 3 % it cannot tell: on the 2-CPU
+machines tide is measured on, a loop of additions runs anywhere from 1x to 2.5x its
+fastest time from one run to the next (other machines' work on the same cores), far more
+than the difference asked about.  This script answers that question only.  It runs short
+runs of each row, alternately under A and B (A B B A A B ...: neither always first), many
+times, and reports per row:
+
+  med    the ratio of B's median time to A's;
+  pairs  the median of the ratios of each adjacent A, B pair (a slow stretch of the
+         machine hurts both runs of a pair);
+  fast   the ratio of the fastest tenths' (10th percentiles): the noise only ever slows a
+         run down, so the fast runs are the ones closest to what the code costs.
+
+Ratios are B / A in time (ebizzy: in records per second, inverted, so that above 1 is
+slower for every row).  Two builds: --a LABEL=LIBTIDE.SO --b LABEL=LIBTIDE.SO; two
+settings of one build: the same library with ":TIDE_CONF" after it (--b new=lib.so:prof:on).
+
+Usage: bench/ab.py --builddir . --a base=/tmp/base/src/.libs/libtide.so --b new=src/.libs/libtide.so
+                   [--rows pairs-batch,pairs-lifo,...] [--runs 40] [--work PERCENT]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+# name: (argv after the program's path, what it prints, higher is better)
+ROWS = {
+    "pairs-batch": (["pairs", "-w", "{w}", "batch"], "batch_s", False),
+    "pairs-lifo": (["pairs", "-w", "{w}", "lifo"], "lifo_s", False),
+    "prodcons": (["prodcons", "-w", "{w}"], "elapsed_s", False),
+    "prodcons-pairs": (["prodcons", "-w", "{w}", "-p", "pairs"], "elapsed_s", False),
+    "mixed-1t": (["mixed", "-w", "{w}", "-t", "1"], "elapsed_s", False),
+    "mixed-2t": (["mixed", "-w", "{w}", "-t", "2"], "elapsed_s", False),
+    "ebizzy-s5M-t2": (["ebizzy", "-S", "1", "--json", "-s", "5242880", "-t", "2"], "records_per_s", True),
+    "ebizzy-defaults": (["ebizzy", "-S", "1", "--json"], "records_per_s", True),
+    "ebizzy-realloc": (["ebizzy", "-S", "1", "--json", "--realloc=65536", "-s", "5242880", "-t", "2"],
+                       "records_per_s", True),
+}
+DEFAULT_ROWS = "pairs-batch,pairs-lifo,prodcons,mixed-1t,mixed-2t,ebizzy-s5M-t2,ebizzy-defaults"
+
+
+def variant(text):
+    label, _, rest = text.partition("=")
+    lib, _, conf = rest.partition(":")
+    if not label or not lib:
+        raise argparse.ArgumentTypeError(f"'{text}': want LABEL=LIBTIDE.SO[:TIDE_CONF]")
+    return label, os.path.abspath(lib), conf
+
+
+def measure(bindir, row, work, v):
+    argv, key, _ = ROWS[row]
+    argv = [os.path.join(bindir, argv[0])] + [a.replace("{w}", str(work)) for a in argv[1:]]
+    env = dict(os.environ, LD_PRELOAD=v[1])
+    env.pop("TIDE_CONF", None)
+    if v[2]:
+        env["TIDE_CONF"] = v[2]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        sys.exit(f"ab.py: {row} under {v[0]} failed ({out.returncode}): {out.stderr.strip()[:300]}")
+    if out.stdout.lstrip().startswith("{"):
+        res = json.loads(out.stdout)
+        value, provider = res[key], res.get("allocator")
+    else:
+        words = out.stdout.split()
+        value = float(words[words.index(key) + 1])
+        provider = words[words.index("allocator") + 1] if "allocator" in words else None
+    if provider and os.path.realpath(provider) != os.path.realpath(v[1]):
+        sys.exit(f"ab.py: {row} under {v[0]} ran {provider}, not {v[1]}")
+    return value
+
+
+def tenth(xs):
+    s = sorted(xs)
+    return s[(len(s) - 1) // 10]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--builddir", required=True)
+    p.add_argument("--a", type=variant, required=True, help="LABEL=LIBTIDE.SO[:TIDE_CONF]")
+    p.add_argument("--b", type=variant, required=True, help="LABEL=LIBTIDE.SO[:TIDE_CONF]")
+    p.add_argument("--rows", default=DEFAULT_ROWS, help=f"comma list of: {', '.join(ROWS)}")
+    p.add_argument("--runs", type=int, default=40, help="runs of each row under each (default 40)")
+    p.add_argument("--work", type=int, default=20,
+                   help="the microbenchmarks' -w PERCENT (default 20: runs of 20-200 ms)")
+    args = p.parse_args()
+    bindir = os.path.join(args.builddir, "bench")
+    rows = args.rows.split(",")
+    for r in rows:
+        if r not in ROWS:
+            sys.exit(f"ab.py: unknown row '{r}' (rows: {', '.join(ROWS)})")
+
+    print(f"A = {args.a[0]} ({args.a[1]}{' ' + args.a[2] if args.a[2] else ''}), "
+          f"B = {args.b[0]} ({args.b[1]}{' ' + args.b[2] if args.b[2] else ''}); "
+          f"{args.runs} runs of each, alternating; ratios B / A in time")
+    print(f"| row | A median | B median | med | pairs | fast |")
+    print(f"|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        higher_better = ROWS[row][2]
+        a, b = [], []
+        for i in range(args.runs):
+            first, second = (args.a, args.b) if i % 2 == 0 else (args.b, args.a)
+            x = measure(bindir, row, args.work, first)
+            y = measure(bindir, row, args.work, second)
+            (a if first is args.a else b).append(x)
+            (b if first is args.a else a).append(y)
+        if higher_better:  # as times: the inverse
+            a, b = [1 / x for x in a], [1 / x for x in b]
+        med = statistics.median(b) / statistics.median(a)
+        pairs = statistics.median(y / x for x, y in zip(a, b))
+        fast = tenth(b) / tenth(a)
+        unit = "s/record" if higher_better else "s"
+        print(f"| {row} | {statistics.median(a):.4g} {unit} | {statistics.median(b):.4g} {unit} "
+              f"| {med:.3f} | {pairs:.3f} | {fast:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
