@@ -161,8 +161,9 @@ TIDE_INLINE void block_free(void *p, const block_t *b)
     })
 
 /* A sampled allocation of SIZE requested bytes that the program sees as USABLE bytes,
- * sampled with the probability of PSIZE bytes (prof_record): a large block of its own (aligned to ALIGN, zeroed when ZERO), whose extent carries the
- * record of the stack of the call whose frame record is FRAME.  A block of a cached class
+ * sampled with the probability of PSIZE bytes (prof_record): a large block of its own
+ * (aligned to ALIGN, zeroed when ZERO), whose extent carries the record of the stack of
+ * the call whose frame record is FRAME.  A block of a cached class
  * comes from the thread cache: a small one is promoted to the smallest large class (as
  * jemalloc promotes to its smallest large size), so that a sample costs a cache pop, not a
  * trip to the page heap and the faults of pages it hands out. */

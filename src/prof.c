@@ -214,6 +214,8 @@ bool prof_fire(void)
     return !t->busy;
 }
 
+_Static_assert(SC_NSMALL <= 64, "armed_classes has a bit for each small class");
+
 /* A class's countdown, for a thread that never samples: 2^46 allocations. */
 #define PROF_CLASS_NEVER ((int64_t)1 << 46)
 

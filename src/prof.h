@@ -53,8 +53,8 @@ TIDE_INLINE bool prof_class_due(unsigned cls)
     return unlikely(tcache_tls.room[cls] < 0) && prof_class_fire(cls);
 }
 
-/* Count SIZE requested bytes against the calling thread's countdown: true when this
- * allocation is to be sampled.  (The malloc fast path does the subtraction itself.) */
+/* Count SIZE requested bytes against the calling thread's byte countdown (the requests
+ * the fast path does not count): true when this allocation is to be sampled. */
 bool prof_fire(void);
 static inline bool prof_count(size_t size)
 {

@@ -48,8 +48,9 @@ typedef struct tcache_s {
 
 extern __thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
 
-#define TCACHE_ROOM_MASK ((int64_t)0xFFFF)
-#define TCACHE_PROF_ONE ((int64_t)1 << 16) /* one allocation of the profiler's countdown */
+#define TCACHE_ROOM_BITS 16
+#define TCACHE_ROOM_MASK (((int64_t)1 << TCACHE_ROOM_BITS) - 1)
+#define TCACHE_PROF_ONE ((int64_t)1 << TCACHE_ROOM_BITS) /* one allocation of the countdown */
 /* The room left in TC's list for CLS. */
 TIDE_INLINE unsigned tcache_room(const tcache_t *tc, size_t cls) { return (unsigned)(tc->room[cls] & TCACHE_ROOM_MASK); }
 TIDE_INLINE void tcache_set_room(tcache_t *tc, size_t cls, unsigned room)
@@ -60,7 +61,7 @@ TIDE_INLINE void tcache_set_room(tcache_t *tc, size_t cls, unsigned room)
 /* Set the profiler's countdown of CLS to LEFT allocations (at most 2^46), keeping the room. */
 TIDE_INLINE void tcache_set_countdown(tcache_t *tc, size_t cls, int64_t left)
 {
-    tc->room[cls] = (int64_t)((uint64_t)left << 16) | (tc->room[cls] & TCACHE_ROOM_MASK);
+    tc->room[cls] = (int64_t)((uint64_t)left << TCACHE_ROOM_BITS) | (tc->room[cls] & TCACHE_ROOM_MASK);
 }
 
 /* Push OBJ, freed, on TC's list for CLS (the caller checked that there is room): its link

@@ -517,8 +517,9 @@ static int run_blocks(const char *how)
 
 /* ---- one size ----------------------------------------------------------------------- */
 
-/* 32 MiB live in blocks of SIZE bytes (ARG: "SIZE:PATH"), all from malloc's fast path, dumped
- * to PATH: the profile's totals must estimate their bytes and count. */
+/* 32 MiB live in blocks of SIZE bytes (ARG: "SIZE:PATH"), malloc's, counted by the fast
+ * path's countdown of their class, dumped to PATH: the profile's totals must estimate
+ * their bytes and count. */
 #define CLASS_BYTES (32 * MiB)
 /* The blocks are kept in an array that is not malloc's, so that nothing else is live. */
 __attribute__((noinline)) void alloc_one_size(size_t size)
