@@ -277,7 +277,7 @@ TIDE_INLINE void *cache_pop(size_t size)
 #define IN_RETURN_REG(p) ((void)0)
 #endif
 
-TIDE_EXPORT void *tide_malloc(size_t size)
+TIDE_EXPORT TIDE_FAST_ENTRY void *tide_malloc(size_t size)
 {
     if (likely(size <= SC_LOOKUP_MAX)) {
         void *p = cache_pop(size);
@@ -354,7 +354,7 @@ TIDE_INLINE bool cache_push(void *p, size_t size, bool sized)
     return false;
 }
 
-TIDE_EXPORT void tide_free(void *p)
+TIDE_EXPORT TIDE_FAST_ENTRY void tide_free(void *p)
 {
     if (likely(cache_push(p, 0, false)))
         return;
