@@ -95,7 +95,7 @@ static TIDE_NOINLINE void block_lookup_any(void *p, const char *func, block_t *b
 }
 
 /* The common cases of block_lookup, inline: a region of a slab, and a large block (not
- * sampled by either sampler) in the first range.  False: block_lookup_any decides. */
+ * guard_sample's) in the first range.  False: block_lookup_any decides. */
 TIDE_INLINE bool block_find(void *p, block_t *b)
 {
     uintptr_t a = (uintptr_t)p;
@@ -113,10 +113,10 @@ TIDE_INLINE bool block_find(void *p, block_t *b)
                 b->sampled = false;
                 return true;
             }
-        } else if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && e->addr == a && !e->sample && !e->prof) {
+        } else if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && e->addr == a && !e->sample) {
             b->cls = pm_class(entry);
             b->ext = e;
-            b->usable = extent_block_size(e);
+            b->usable = unlikely(e->prof) ? prof_usable(e) : extent_block_size(e);
             b->sampled = false;
             return true;
         }

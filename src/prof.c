@@ -33,6 +33,10 @@
 /* A chain of frame pointers this long is taken as real; a shorter one that breaks
  * (frames without frame pointers) goes to backtrace(). */
 #define PROF_MIN_WALK 3
+/* How a sample's stack was found (prof_bt_t.how). */
+#define PROF_WALKED 0
+#define PROF_RECOGNISED 1
+#define PROF_UNWOUND 2
 
 typedef struct prof_stack_s {
     struct prof_stack_s *next; /* in its bucket */
@@ -64,7 +68,8 @@ static uint32_t prof_rec_free;
 static uint64_t prof_live_count, prof_live_bytes, prof_alloc_count, prof_alloc_bytes;
 static uint64_t prof_interval_mark; /* live bytes at the last interval dump */
 static uint64_t prof_nsamples, prof_nlive, prof_nstacks, prof_ndropped; /* under the lock */
-static uint64_t prof_nwalks, prof_nbacktraces, prof_nreuses, prof_ndumps; /* atomic */
+static uint64_t prof_nfound[3]; /* under the lock: samples' stacks by how they were found */
+static uint64_t prof_ndumps;    /* atomic */
 static uint64_t prof_seq, prof_seq_kind[3];                             /* atomic */
 
 /* A stack unwound once, kept to be recognised again.  Unwinding without frame pointers
@@ -79,6 +84,7 @@ static uint64_t prof_seq, prof_seq_kind[3];                             /* atomi
 #define PROF_CACHE_WAYS 2
 typedef struct prof_cached_s {
     uintptr_t frame;                  /* the entry's frame record, 0: empty */
+    prof_stack_t *stack;              /* its entry in the table, once found (NULL: not yet) */
     uintptr_t pc[PROF_CACHE_DEPTH];   /* pc[0] = the return address at frame + 8 */
     uint16_t slot[PROF_CACHE_DEPTH];  /* where pc[i] (i > 0) is: frame + 8 * slot[i] */
     uint8_t n;
@@ -174,11 +180,17 @@ static uint64_t prof_random(void)
     return t->rng * 0x2545F4914F6CDD1Du;
 }
 
+/* An exponentially distributed number of mean 1. */
+static double prof_exponential(void)
+{
+    double u = (double)((prof_random() >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+    return -prof_ln(u);
+}
+
 /* An exponentially distributed interval of mean prof_rate bytes. */
 static int64_t prof_draw(void)
 {
-    double u = (double)((prof_random() >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
-    double d = -prof_ln(u) * prof_rate;
+    double d = prof_exponential() * prof_rate;
     return d < 1 ? 1 : d > 4e18 ? (int64_t)4e18 : (int64_t)d;
 }
 
@@ -186,6 +198,20 @@ static double prof_probability(size_t size)
 {
     double p = prof_one_minus_exp_neg((double)size / prof_rate);
     return p > 1e-300 ? p : 1e-300;
+}
+
+/* For each small class, set at start-up (prof_rate does not change after): prof_rate over
+ * its size, and the probability that a block of its size is sampled and its inverse, so
+ * that a sample by a class's countdown computes neither an exponential nor a division. */
+static double prof_class_scale[SC_NSMALL], prof_class_p[SC_NSMALL], prof_class_inv[SC_NSMALL];
+
+/* The small class of exactly SIZE bytes, or SC_NSMALL. */
+static unsigned prof_class_sized(size_t size)
+{
+    if (size > SC_LOOKUP_MAX)
+        return SC_NSMALL;
+    unsigned c = sc_lookup[(size + 15) >> 4];
+    return c < SC_NSMALL && sc_size[c] == size ? c : SC_NSMALL;
 }
 
 /* ---- the countdown ---------------------------------------------------------------- */
@@ -219,28 +245,32 @@ _Static_assert(SC_NSMALL <= 64, "armed_classes has a bit for each small class");
 /* A class's countdown, for a thread that never samples: 2^46 allocations. */
 #define PROF_CLASS_NEVER ((int64_t)1 << 46)
 
-/* How many allocations of a class of SIZE bytes up to and including the next one sampled:
- * geometric, P(N > k) = exp(-k SIZE / prof_rate), which is what the byte countdown's
- * exponential interval gives a run of blocks of SIZE bytes. */
-static int64_t prof_draw_count(size_t size)
+/* How many allocations of class CLS (SIZE bytes) up to and including the next one
+ * sampled: N = ceil(E / SIZE) for an exponential interval E of mean prof_rate, geometric
+ * with P(N > k) = exp(-k SIZE / prof_rate), which is what the byte countdown's interval
+ * gives a run of blocks of SIZE bytes. */
+static int64_t prof_draw_count(unsigned cls)
 {
-    int64_t n = (prof_draw() + (int64_t)size - 1) / (int64_t)size;
-    return n < PROF_CLASS_NEVER ? n : PROF_CLASS_NEVER;
+    double d = prof_exponential() * prof_class_scale[cls];
+    if (!(d < (double)PROF_CLASS_NEVER))
+        return PROF_CLASS_NEVER;
+    int64_t n = (int64_t)d;
+    n += (double)n < d;
+    return n > 1 ? n : 1;
 }
 
 bool prof_class_fire(unsigned cls)
 {
     tcache_t *tc = &tcache_tls;
-    size_t size = sc_size[cls];
     int64_t left; /* allocations to let by before the next sample */
     bool fire = false;
     if (!ATOMIC_LOAD(&conf.prof)) {
         left = PROF_CLASS_NEVER;
     } else if (!ATOMIC_LOAD_ACQ(&prof_ready)) {
-        left = (int64_t)(64 * KiB / size); /* starting up: look again later */
+        left = (int64_t)(64 * KiB / sc_size[cls]); /* starting up: look again later */
     } else {
         prof_tls_t *t = &prof_tls;
-        int64_t n = prof_draw_count(size);
+        int64_t n = prof_draw_count(cls);
         if (!(t->armed_classes & ((uint64_t)1 << cls))) {
             /* A thread's first countdown of a class starts at its first allocation of it:
              * this one, the first of N. */
@@ -249,7 +279,7 @@ bool prof_class_fire(unsigned cls)
                 tcache_set_countdown(tc, cls, n - 2);
                 return false;
             }
-            n = prof_draw_count(size);
+            n = prof_draw_count(cls);
         }
         fire = !t->busy;
         left = n - 1;
@@ -354,7 +384,11 @@ static bool prof_reuse(prof_bt_t *bt, const uintptr_t *f)
         if (i < c->n)
             continue;
         bt->n = c->n;
-        memcpy(bt->pc, c->pc, c->n * sizeof c->pc[0]);
+        bt->stack = c->stack;
+        if (!c->stack) {
+            memcpy(bt->pc, c->pc, c->n * sizeof c->pc[0]);
+            bt->cached = (prof_cached_t *)c;
+        }
         return true;
     }
     return false;
@@ -370,6 +404,7 @@ static bool prof_unwind_from(prof_bt_t *bt, const uintptr_t *f)
     prof_cached_t *c = &t->cached[t->cached_next];
     prof_walk_t w = { .bt = bt, .entry_pc = f[1], .frame = (uintptr_t)f, .hi = t->stack_hi, .keep = c };
     c->frame = 0; /* invalid while it is being filled */
+    c->stack = NULL;
     bt->n = 0;
     t->busy = 1;
     prof_unwind(prof_unwind_one, &w);
@@ -382,6 +417,7 @@ static bool prof_unwind_from(prof_bt_t *bt, const uintptr_t *f)
         memcpy(c->pc, bt->pc, bt->n * sizeof bt->pc[0]);
         c->n = (uint8_t)bt->n;
         c->frame = (uintptr_t)f;
+        bt->cached = c;
         t->cached_next = (uint8_t)((t->cached_next + 1) % PROF_CACHE_WAYS);
     }
     return true;
@@ -391,16 +427,21 @@ void prof_backtrace(prof_bt_t *bt, void *frame)
 {
     const uintptr_t *f = frame;
     prof_tls_t *t = &prof_tls;
+    bt->stack = NULL;
+    bt->cached = NULL;
+    bt->frame = (uintptr_t)f;
     bool known = prof_stack_known((uintptr_t)f);
-    if (known && (bt->n = prof_walk(bt, f)) != 0) {
-        ATOMIC_ADD(&prof_nwalks, 1);
-        return;
-    }
+    /* A stack unwound before first: where frame pointers are missing, the walk would
+     * fail on every sample before it. */
     if (known && prof_reuse(bt, f)) {
-        ATOMIC_ADD(&prof_nreuses, 1);
+        bt->how = PROF_RECOGNISED;
         return;
     }
-    ATOMIC_ADD(&prof_nbacktraces, 1);
+    if (known && (bt->n = prof_walk(bt, f)) != 0) {
+        bt->how = PROF_WALKED;
+        return;
+    }
+    bt->how = PROF_UNWOUND;
     if (known && prof_unwind_from(bt, f))
         return;
     /* backtrace() starts at this function: cut it at the program's return address. */
@@ -431,8 +472,21 @@ static uint64_t prof_hash(const prof_bt_t *bt)
     return h;
 }
 
-/* The stack BT, added when new.  Lock held. */
+/* The stack BT, added when new; a cached stack it came from remembers it.  Lock held. */
+static prof_stack_t *prof_stack_of(const prof_bt_t *bt);
 static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
+{
+    if (bt->stack)
+        return bt->stack;
+    prof_stack_t *s = prof_stack_of(bt);
+    /* (Still the entry BT was found in: a signal handler's sample between may have
+     * replaced it, with its own frame.) */
+    if (s && bt->cached && bt->cached->frame == bt->frame)
+        bt->cached->stack = s;
+    return s;
+}
+
+static prof_stack_t *prof_stack_of(const prof_bt_t *bt)
 {
     uint64_t h = prof_hash(bt);
     prof_stack_t **b = &prof_buckets[h & (PROF_BUCKETS - 1)];
@@ -489,13 +543,14 @@ static uint32_t prof_rec_alloc(void)
     return i;
 }
 
-/* R weighs SIZE bytes sampled with probability P: its stack gains that.  Lock held. */
-static void prof_weigh(prof_rec_t *r, size_t size, double p)
+/* R weighs SIZE bytes sampled with probability P (INV = 1 / P): its stack gains that.
+ * Lock held. */
+static void prof_weigh(prof_rec_t *r, size_t size, double p, double inv)
 {
     r->size = size;
     r->p = p;
-    r->count = (uint64_t)(PROF_FX / p + 0.5);
-    r->bytes = (uint64_t)((double)size / p + 0.5);
+    r->count = (uint64_t)(PROF_FX * inv + 0.5);
+    r->bytes = (uint64_t)((double)size * inv + 0.5);
     r->stack->live_count += r->count;
     r->stack->live_bytes += r->bytes;
     prof_live_count += r->count;
@@ -515,7 +570,11 @@ static int prof_dump_auto(unsigned kind, bool warn);
 void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
 {
     bool dump = false;
+    unsigned cls = prof_class_sized(psize);
+    double p = cls < SC_NSMALL ? prof_class_p[cls] : prof_probability(psize);
+    double inv = cls < SC_NSMALL ? prof_class_inv[cls] : 1 / p;
     lock_acquire(&prof_lock);
+    prof_nfound[bt->how]++;
     prof_stack_t *s = prof_stack_get(bt);
     uint32_t i = s ? prof_rec_alloc() : 0;
     if (!i) {
@@ -526,7 +585,7 @@ void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, s
     prof_rec_t *r = prof_rec(i);
     r->stack = s;
     r->usable = usable;
-    prof_weigh(r, size, prof_probability(psize));
+    prof_weigh(r, size, p, inv);
     s->alloc_count += r->count;
     s->alloc_bytes += r->bytes;
     prof_alloc_count += r->count;
@@ -585,7 +644,7 @@ void prof_resized(uint32_t rec, extent_t *e, size_t old_size, size_t size, void 
         if (size > r->size)
             p = 1 - (1 - p) * (1 - prof_one_minus_exp_neg((double)(size - r->size) / prof_rate));
         prof_unweigh(r);
-        prof_weigh(r, size, p);
+        prof_weigh(r, size, p, 1 / p);
         r->usable = 0; /* a large block now */
         e->prof = rec;
         lock_release(&prof_lock);
@@ -744,6 +803,11 @@ void prof_boot(void)
     if (!ATOMIC_LOAD(&conf.prof))
         return;
     prof_rate = (double)conf.prof_sample;
+    for (unsigned c = 0; c < SC_NSMALL; c++) {
+        prof_class_scale[c] = prof_rate / (double)sc_size[c];
+        prof_class_p[c] = prof_probability(sc_size[c]);
+        prof_class_inv[c] = 1 / prof_class_p[c];
+    }
     /* The tables' first chunks now: a sample then needs more only as stacks and live
      * samples grow. */
     prof_buckets = meta_alloc(PROF_BUCKETS * sizeof *prof_buckets);
@@ -793,9 +857,9 @@ void prof_stats(prof_stats_t *out)
     out->live_samples = prof_nlive;
     out->stacks = prof_nstacks;
     out->dropped = prof_ndropped;
+    out->frame_walks = prof_nfound[PROF_WALKED];
+    out->reused = prof_nfound[PROF_RECOGNISED];
+    out->backtraces = prof_nfound[PROF_UNWOUND];
     lock_release(&prof_lock);
-    out->frame_walks = ATOMIC_LOAD(&prof_nwalks);
-    out->backtraces = ATOMIC_LOAD(&prof_nbacktraces);
-    out->reused = ATOMIC_LOAD(&prof_nreuses);
     out->dumps = ATOMIC_LOAD(&prof_ndumps);
 }

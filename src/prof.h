@@ -31,8 +31,18 @@
 
 #define PROF_MAX_DEPTH 64
 
+struct prof_stack_s;
+struct prof_cached_s;
+
 typedef struct prof_bt_s {
     unsigned n;
+    uint8_t how; /* how it was found: walked, recognised or unwound (the statistics) */
+    /* Recognised as a stack already in the table: that entry, and then pc[] is not filled
+     * in.  Else the thread's cached stack it is (NULL: none), keyed by the frame, to be
+     * given the table's entry once it is found. */
+    struct prof_stack_s *stack;
+    struct prof_cached_s *cached;
+    uintptr_t frame;
     uintptr_t pc[PROF_MAX_DEPTH]; /* return addresses, innermost first */
 } prof_bt_t;
 
