@@ -95,6 +95,10 @@ void prof_reattach(uint32_t rec, extent_t *e);
  * prof_backtrace). */
 void prof_resized(uint32_t rec, extent_t *e, size_t old_size, size_t size, void *frame);
 
+/* The natural logarithm of X > 0 (normal), to about 1e-10 relative: the profiler's
+ * intervals (without libm). */
+double prof_ln(double x) TIDE_HIDDEN;
+
 /* tide_prof_dump(): 0 or an errno value (ENOENT with the profiler off). */
 int prof_dump(const char *path);
 

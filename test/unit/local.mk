@@ -6,8 +6,9 @@
 #   size_class  size_class.h and its generated table against the documented rule
 #   transfer    transfer.c: LIFO lists, the per-class and per-arena limits, draining
 #   pagemap     pagemap.h: every entry made is read back as what it is
+#   prof_math   prof.c's logarithm (its sampling intervals) against libm's
 if HAVE_CRITERION
-tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap
+tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap test/unit/prof_math
 check_PROGRAMS += $(tide_unit_suites)
 TESTS += $(tide_unit_suites)
 tide_unit_cppflags = $(rel_cppflags) -I$(top_srcdir)/src -I$(top_builddir)/src -DTIDE_DEBUG
@@ -43,4 +44,10 @@ test_unit_pagemap_CPPFLAGS = $(tide_unit_cppflags)
 test_unit_pagemap_CFLAGS = $(tide_unit_cflags)
 test_unit_pagemap_LDFLAGS = $(rel_ldflags)
 test_unit_pagemap_LDADD = $(tide_unit_ldadd)
+
+test_unit_prof_math_SOURCES = test/unit/prof_math.c $(tide_test_support)
+test_unit_prof_math_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_prof_math_CFLAGS = $(tide_unit_cflags)
+test_unit_prof_math_LDFLAGS = $(rel_ldflags)
+test_unit_prof_math_LDADD = $(tide_unit_ldadd) -lm
 endif
