@@ -42,6 +42,14 @@ ROWS = {
     "ebizzy-defaults": (["ebizzy", "-S", "1", "--json"], "records_per_s", True),
     "ebizzy-realloc": (["ebizzy", "-S", "1", "--json", "--realloc=65536", "-s", "5242880", "-t", "2"],
                        "records_per_s", True),
+    # issue 13's shapes, as make bench runs them (their own work: -w does not scale them)
+    "churn": (["churn", "-t", "2"], "elapsed_s", False),
+    "churn-8t": (["churn", "-t", "8"], "elapsed_s", False),
+    "churn-16t": (["churn", "-t", "16"], "elapsed_s", False),
+    "larson": (["larson", "-t", "2"], "elapsed_s", False),
+    "larson-sized": (["larson", "-t", "2", "--sized"], "elapsed_s", False),
+    "larson-8t": (["larson", "-t", "8"], "elapsed_s", False),
+    "powers": (["powers", "-t", "1"], "elapsed_s", False),
 }
 DEFAULT_ROWS = "pairs-batch,pairs-lifo,prodcons,mixed-1t,mixed-2t,ebizzy-s5M-t2,ebizzy-defaults"
 
