@@ -529,6 +529,12 @@ unsigned os_ncpus(void)
     return n > 0 ? (unsigned)n : 1;
 }
 
+int os_cpu(void)
+{
+    OS_KEEP_ERRNO;
+    return sched_getcpu();
+}
+
 bool os_secure(void)
 {
     OS_KEEP_ERRNO;

@@ -120,6 +120,9 @@ void os_futex_wait(uint32_t *addr, uint32_t val);
 void os_futex_wake(uint32_t *addr, int n);
 void os_write_stderr(const char *s, size_t n);
 unsigned os_ncpus(void);
+/* The CPU the calling thread runs on (it may have moved by the time it is used), or -1.
+ * glibc reads it from the thread's rseq area, else the vDSO's getcpu. */
+int os_cpu(void);
 /* 64 random bits, independent from one call to the next (getrandom). */
 uint64_t os_random_seed(void);
 /* AT_SECURE: a setuid or setgid program (or one with file capabilities), which must not

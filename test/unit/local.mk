@@ -7,8 +7,9 @@
 #   transfer    transfer.c: LIFO lists, the per-class and per-arena limits, draining
 #   pagemap     pagemap.h: every entry made is read back as what it is
 #   prof_math   prof.c's logarithm (its sampling intervals) against libm's
+#   refill      tcache.c: a cache refills from the arena of its thread's CPU
 if HAVE_CRITERION
-tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap test/unit/prof_math
+tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap test/unit/prof_math test/unit/refill
 check_PROGRAMS += $(tide_unit_suites)
 TESTS += $(tide_unit_suites)
 tide_unit_cppflags = $(rel_cppflags) -I$(top_srcdir)/src -I$(top_builddir)/src -DTIDE_DEBUG
@@ -50,4 +51,10 @@ test_unit_prof_math_CPPFLAGS = $(tide_unit_cppflags)
 test_unit_prof_math_CFLAGS = $(tide_unit_cflags)
 test_unit_prof_math_LDFLAGS = $(rel_ldflags)
 test_unit_prof_math_LDADD = $(tide_unit_ldadd) -lm
+
+test_unit_refill_SOURCES = test/unit/refill.c $(tide_test_support)
+test_unit_refill_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_refill_CFLAGS = $(tide_unit_cflags)
+test_unit_refill_LDFLAGS = $(rel_ldflags)
+test_unit_refill_LDADD = $(tide_unit_ldadd)
 endif
