@@ -42,7 +42,7 @@ ROWS = {
     "ebizzy-defaults": (["ebizzy", "-S", "1", "--json"], "records_per_s", True),
     "ebizzy-realloc": (["ebizzy", "-S", "1", "--json", "--realloc=65536", "-s", "5242880", "-t", "2"],
                        "records_per_s", True),
-    # issue 13's shapes, as make bench runs them (their own work: -w does not scale them)
+    # issue 13's shapes, as make bench runs them (at their default work: --work is not passed)
     "churn": (["churn", "-t", "2"], "elapsed_s", False),
     "churn-8t": (["churn", "-t", "8"], "elapsed_s", False),
     "churn-16t": (["churn", "-t", "16"], "elapsed_s", False),

@@ -178,8 +178,9 @@ static uint64_t prof_random(void)
 
 /* An exponentially distributed number of mean 1.  They are drawn PROF_DRAWS at a time:
  * between two samples the program runs long enough to evict this code and its
- * constants, and only one sample in PROF_DRAWS brings them back (at the default rate,
- * drawing each when it was needed took bench/pairs' batch 2 % longer by itself). */
+ * constants, and only one sample in PROF_DRAWS brings them back (at the default rate, a
+ * countdown's running out and its draw, with no sample taken, took bench/pairs' batch
+ * 2 % longer when each draw was made as it was needed). */
 static double prof_exponential(void)
 {
     prof_tls_t *t = &prof_tls;
@@ -478,20 +479,7 @@ static uint64_t prof_hash(const prof_bt_t *bt)
     return h;
 }
 
-/* The stack BT, added when new; a cached stack it came from remembers it.  Lock held. */
-static prof_stack_t *prof_stack_of(const prof_bt_t *bt);
-static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
-{
-    if (bt->stack)
-        return bt->stack;
-    prof_stack_t *s = prof_stack_of(bt);
-    /* (Still the entry BT was found in: a signal handler's sample between may have
-     * replaced it, with its own frame.) */
-    if (s && bt->cached && bt->cached->frame == bt->frame)
-        bt->cached->stack = s;
-    return s;
-}
-
+/* The table's entry for BT's addresses, added when new.  Lock held. */
 static prof_stack_t *prof_stack_of(const prof_bt_t *bt)
 {
     uint64_t h = prof_hash(bt);
@@ -516,6 +504,20 @@ static prof_stack_t *prof_stack_of(const prof_bt_t *bt)
     s->next = *b;
     *b = s;
     prof_nstacks++;
+    return s;
+}
+
+/* The stack BT: the entry it was recognised as, else found or added, and then remembered
+ * by the cached stack it came from.  Lock held. */
+static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
+{
+    if (bt->stack)
+        return bt->stack;
+    prof_stack_t *s = prof_stack_of(bt);
+    /* (Still the entry BT was found in: a signal handler's sample between may have
+     * replaced it, with its own frame.) */
+    if (s && bt->cached && bt->cached->frame == bt->frame)
+        bt->cached->stack = s;
     return s;
 }
 

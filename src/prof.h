@@ -74,8 +74,9 @@ static inline bool prof_count(size_t size)
 
 /* The call stack of the program's call into tide whose frame record is FRAME: the
  * frame that a function of tide's entry set up (FRAME[0] the caller's frame pointer,
- * FRAME[1] its return address).  Frame pointers are followed within the thread's stack
- * while they form a chain; else glibc's backtrace() is cut at that return address. */
+ * FRAME[1] its return address).  A stack this thread unwound before is recognised
+ * first; else frame pointers are followed within the thread's stack while they form a
+ * chain; else libgcc's unwinder (or glibc's backtrace()) is cut at that return address. */
 void prof_backtrace(prof_bt_t *bt, void *frame);
 /* Record block E, sampled at SIZE requested bytes with the probability of PSIZE bytes
  * (its usable size when a class's countdown sampled it, else SIZE), that the program sees
