@@ -167,7 +167,7 @@ TIDE_INLINE void block_free(void *p, const block_t *b)
  * comes from the thread cache: a small one is promoted to the smallest large class (as
  * jemalloc promotes to its smallest large size), so that a sample costs a cache pop, not a
  * trip to the page heap and the faults of pages it hands out. */
-static void *alloc_sampled(size_t size, size_t usable, size_t psize, size_t align, bool zero, void *frame)
+TIDE_SAMPLE_PATH static void *alloc_sampled(size_t size, size_t usable, size_t psize, size_t align, bool zero, void *frame)
 {
     prof_bt_t bt;
     prof_backtrace(&bt, frame);

@@ -116,7 +116,7 @@ static const double prof_exp_neg_coef[18] = {
 /* A sample pays for its interval (a logarithm) and, when its size is not a class's, its
  * weight (an exponential): fixed polynomials, with no division in a loop (the series
  * summed term by term cost 150-170 instructions each, as much as the rest of a sample). */
-double prof_ln(double x) /* x > 0, normal */
+TIDE_SAMPLE_PATH double prof_ln(double x) /* x > 0, normal */
 {
     union {
         double d;
@@ -165,7 +165,7 @@ static double prof_one_minus_exp_neg(double x)
     return 1 - s * scale.d;
 }
 
-static uint64_t prof_random(void)
+TIDE_SAMPLE_PATH static uint64_t prof_random(void)
 {
     prof_tls_t *t = &prof_tls;
     if (!t->rng)
@@ -181,7 +181,7 @@ static uint64_t prof_random(void)
  * constants, and only one sample in PROF_DRAWS brings them back (at the default rate, a
  * countdown's running out and its draw, with no sample taken, took bench/pairs' batch
  * 2 % longer when each draw was made as it was needed). */
-static double prof_exponential(void)
+TIDE_SAMPLE_PATH static double prof_exponential(void)
 {
     prof_tls_t *t = &prof_tls;
     if (unlikely(t->ndraws == 0)) {
@@ -213,7 +213,7 @@ static double prof_probability(size_t size)
 static double prof_class_scale[SC_NSMALL], prof_class_p[SC_NSMALL], prof_class_inv[SC_NSMALL];
 
 /* The small class of exactly SIZE bytes, or SC_NSMALL. */
-static unsigned prof_class_sized(size_t size)
+TIDE_SAMPLE_PATH static unsigned prof_class_sized(size_t size)
 {
     if (size > SC_LOOKUP_MAX)
         return SC_NSMALL;
@@ -256,7 +256,7 @@ _Static_assert(SC_NSMALL <= 64, "armed_classes has a bit for each small class");
  * sampled: N = ceil(E / SIZE) for an exponential interval E of mean prof_rate, geometric
  * with P(N > k) = exp(-k SIZE / prof_rate), which is what the byte countdown's interval
  * gives a run of blocks of SIZE bytes. */
-static int64_t prof_draw_count(unsigned cls)
+TIDE_SAMPLE_PATH static int64_t prof_draw_count(unsigned cls)
 {
     double d = prof_exponential() * prof_class_scale[cls];
     if (!(d < (double)PROF_CLASS_NEVER))
@@ -266,7 +266,7 @@ static int64_t prof_draw_count(unsigned cls)
     return n > 1 ? n : 1;
 }
 
-bool prof_class_fire(unsigned cls)
+TIDE_SAMPLE_PATH bool prof_class_fire(unsigned cls)
 {
     tcache_t *tc = &tcache_tls;
     int64_t left; /* allocations to let by before the next sample */
@@ -298,7 +298,7 @@ bool prof_class_fire(unsigned cls)
 /* ---- call stacks ------------------------------------------------------------------ */
 
 /* Whether SP lies in the calling thread's stack as known, looking it up if not. */
-static bool prof_stack_known(uintptr_t sp)
+TIDE_SAMPLE_PATH static bool prof_stack_known(uintptr_t sp)
 {
     prof_tls_t *t = &prof_tls;
     if (sp >= t->stack_lo && sp < t->stack_hi)
@@ -378,7 +378,7 @@ static _Unwind_Reason_Code prof_unwind_one(struct _Unwind_Context *ctx, void *ar
 }
 
 /* The stack cached for FRAME, if every return address is still in its slot. */
-static bool prof_reuse(prof_bt_t *bt, const uintptr_t *f)
+TIDE_SAMPLE_PATH static bool prof_reuse(prof_bt_t *bt, const uintptr_t *f)
 {
     prof_tls_t *t = &prof_tls;
     for (unsigned w = 0; w < PROF_CACHE_WAYS; w++) {
@@ -430,7 +430,7 @@ static bool prof_unwind_from(prof_bt_t *bt, const uintptr_t *f)
     return true;
 }
 
-void prof_backtrace(prof_bt_t *bt, void *frame)
+TIDE_SAMPLE_PATH void prof_backtrace(prof_bt_t *bt, void *frame)
 {
     const uintptr_t *f = frame;
     prof_tls_t *t = &prof_tls;
@@ -509,7 +509,7 @@ static prof_stack_t *prof_stack_of(const prof_bt_t *bt)
 
 /* The stack BT: the entry it was recognised as, else found or added, and then remembered
  * by the cached stack it came from.  Lock held. */
-static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
+TIDE_SAMPLE_PATH static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
 {
     if (bt->stack)
         return bt->stack;
@@ -523,14 +523,14 @@ static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
 
 /* ---- records ---------------------------------------------------------------------- */
 
-static prof_rec_t *prof_rec(uint32_t i)
+TIDE_SAMPLE_PATH static prof_rec_t *prof_rec(uint32_t i)
 {
     prof_rec_t *chunk = __atomic_load_n(&prof_recs[i >> PROF_REC_CHUNK_LG], __ATOMIC_ACQUIRE);
     return &chunk[i & (PROF_REC_CHUNK - 1)];
 }
 
 /* A free record's index, or 0.  Lock held. */
-static uint32_t prof_rec_alloc(void)
+TIDE_SAMPLE_PATH static uint32_t prof_rec_alloc(void)
 {
     uint32_t i = prof_rec_free;
     if (i) {
@@ -553,7 +553,7 @@ static uint32_t prof_rec_alloc(void)
 
 /* R weighs SIZE bytes sampled with probability P (INV = 1 / P): its stack gains that.
  * Lock held. */
-static void prof_weigh(prof_rec_t *r, size_t size, double p, double inv)
+TIDE_SAMPLE_PATH static void prof_weigh(prof_rec_t *r, size_t size, double p, double inv)
 {
     r->size = size;
     r->p = p;
@@ -565,7 +565,7 @@ static void prof_weigh(prof_rec_t *r, size_t size, double p, double inv)
     prof_live_bytes += r->bytes;
 }
 
-static void prof_unweigh(prof_rec_t *r)
+TIDE_SAMPLE_PATH static void prof_unweigh(prof_rec_t *r)
 {
     r->stack->live_count -= r->count;
     r->stack->live_bytes -= r->bytes;
@@ -575,7 +575,7 @@ static void prof_unweigh(prof_rec_t *r)
 
 static int prof_dump_auto(unsigned kind, bool warn);
 
-void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
+TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
 {
     bool dump = false;
     unsigned cls = prof_class_sized(psize);
@@ -611,7 +611,7 @@ void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, s
         prof_dump_auto(1, true);
 }
 
-void prof_free(extent_t *e)
+TIDE_SAMPLE_PATH void prof_free(extent_t *e)
 {
     uint32_t i = e->prof;
     e->prof = 0;
@@ -625,7 +625,7 @@ void prof_free(extent_t *e)
     lock_release(&prof_lock);
 }
 
-size_t prof_usable(const extent_t *e)
+TIDE_SAMPLE_PATH size_t prof_usable(const extent_t *e)
 {
     const prof_rec_t *r = prof_rec(e->prof);
     return r->usable ? r->usable : extent_block_size(e);

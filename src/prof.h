@@ -84,8 +84,9 @@ void prof_backtrace(prof_bt_t *bt, void *frame);
 void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize);
 /* Sampled block E is being freed. */
 void prof_free(extent_t *e);
-/* The usable size of sampled block E. */
-size_t prof_usable(const extent_t *e);
+/* The usable size of sampled block E.  Pure: a caller that does not use it (free, which
+ * describes the block as realloc does) does not read the record for it. */
+size_t prof_usable(const extent_t *e) __attribute__((pure));
 /* Around a realloc of E: take its record off (0 when it has none) ... */
 uint32_t prof_detach(extent_t *e);
 /* ... and put it back when the block stayed as it was, or else ... */

@@ -20,6 +20,12 @@
  * put them they moved with every change elsewhere in the library, and bench/pairs' time
  * with them, by 2-4 % for the same instructions (free at 0x...c00 or 0x...f70). */
 #define TIDE_FAST_ENTRY __attribute__((aligned(TIDE_CACHELINE)))
+/* On the functions a sampled allocation runs through (the profiler's, prof.h): in one
+ * place, ahead of the rest of the code.  Between two samples a program evicts them
+ * (bench/pairs' batch streams 520 KiB through a 512 KiB L2), and a sample then fetches
+ * its code again; packed together, that row ran 1.6 % faster with prof:on (100
+ * alternating runs), and the same with it off. */
+#define TIDE_SAMPLE_PATH __attribute__((section(".text.hot.tide_sample")))
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
