@@ -38,6 +38,19 @@ typedef enum {
 
 #define EXTENT_NO_CLASS PM_NO_CLASS
 
+/* The heap profiler's record of a block it sampled, kept in the block's extent, in the
+ * line a free reads anyway (a table of records apart cost each sampled free a cache miss
+ * more, on bench/mixed the profiler's costliest): its call stack, its requested size, the
+ * inverse of the probability it was sampled with (its weight), and the usable size it
+ * would have had unsampled (0: the extent's). */
+struct prof_stack_s;
+typedef struct extent_prof_s {
+    struct prof_stack_s *stack;
+    uint64_t size;
+    double inv;
+    uint32_t usable;
+} extent_prof_t;
+
 typedef struct extent_s {
     uintptr_t addr;
     size_t npages;
@@ -57,8 +70,11 @@ typedef struct extent_s {
     uint16_t sample;   /* large, held: a sampled block (guard_sample): its record's index + 1 */
     uint32_t guard;    /* slab, large, held: pages after the block, not part of it: the first a
                         * guard page, the rest (if any) padding to the block's alignment */
-    uint32_t prof;     /* large: a block the heap profiler sampled: its record (prof.c), else 0 */
-    uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
+    uint32_t prof;     /* large: 1 when the heap profiler sampled the block (prof_rec holds its record), else 0 */
+    union {
+        uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
+        extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof.c) */
+    };
 } extent_t;
 
 /* A free run's first page is that of a large block freed into it (its page-map entry tells

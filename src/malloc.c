@@ -501,14 +501,14 @@ static void *realloc_impl(void *p, size_t size, void *frame)
     } else if (b.ext->state == EXTENT_LARGE && usable >= sc_size[SC_NSMALL]) {
         /* Page runs both: in place, else by moving pages, else by a copy to a roomy place.
          * (The sampled block's record follows it.) */
-        uint32_t rec = prof_detach(b.ext);
+        extent_prof_t rec = prof_detach(b.ext);
         void *q = large_realloc(b.ext, usable);
         if (q) {
-            if (unlikely(rec || ATOMIC_LOAD(&conf.prof)))
-                prof_resized(rec, extent_of_block((uintptr_t)q), b.usable, size, frame);
+            if (unlikely(rec.stack || ATOMIC_LOAD(&conf.prof)))
+                prof_resized(&rec, extent_of_block((uintptr_t)q), b.usable, size, frame);
             return q;
         }
-        prof_reattach(rec, b.ext);
+        prof_reattach(&rec, b.ext);
     } else if (b.ext->state == EXTENT_SLAB && size < b.usable && size > b.usable / 2) {
         return p; /* a small shrink: not worth a copy */
     }

@@ -1,10 +1,9 @@
 /* prof.c - the sampling heap profiler: the countdown, call stacks, records, dumps.
  *
  * State: a table of distinct call stacks (hashed, chained, never freed), each with the
- * weighted live and cumulative counts of its samples; a table of records, one per live
- * sampled block (its stack, sizes and weight), indexed by the number its extent
- * carries.  Both are carved under prof_lock from the metadata range (meta.h), apart
- * from the heap.  Weights are fixed-point integers (counts in 1/1024ths), so that a free
+ * weighted live and cumulative counts of its samples, carved under prof_lock from the
+ * metadata range (meta.h), apart from the heap; and a record of each live sampled block
+ * (its stack, sizes and weight), in the block's extent (extent_prof_t).  Weights are fixed-point integers (counts in 1/1024ths), so that a free
  * takes back exactly what its sample added.  prof_lock is taken with no other lock of
  * tide's held (meta's may be taken inside it); a dump holds it from the header to the
  * last stack and reads /proc/self/maps after, and touches no other lock, so it cannot
@@ -25,9 +24,6 @@
 #include "report.h"
 
 #define PROF_BUCKETS (1u << 14)
-#define PROF_REC_CHUNK_LG 12
-#define PROF_REC_CHUNK (1u << PROF_REC_CHUNK_LG) /* records per chunk */
-#define PROF_REC_CHUNKS 1024u                    /* at most 4 M live samples */
 #define PROF_STACK_CHUNK (64 * KiB)
 #define PROF_FX 1024u /* fixed-point unit of the weighted counts */
 /* A chain of frame pointers this long is taken as real; a shorter one that breaks
@@ -47,24 +43,13 @@ typedef struct prof_stack_s {
     uintptr_t pc[];
 } prof_stack_t;
 
-typedef struct prof_rec_s {
-    prof_stack_t *stack;
-    uint64_t size;    /* requested bytes */
-    uint64_t usable;  /* what the program sees, 0: the extent's size */
-    uint64_t count;   /* its weights, as added to its stack */
-    uint64_t bytes;
-    double p;         /* the probability it was sampled with */
-    uint32_t next_free;
-} prof_rec_t;
+_Static_assert(sizeof(extent_prof_t) <= sizeof(((extent_t *)0)->bitmap), "a record does not grow the extent");
 
 static lock_t prof_lock;
 static int prof_ready; /* atomic: booted, sampling may start */
 static double prof_rate;
 static prof_stack_t **prof_buckets;
 static uintptr_t prof_stack_cur, prof_stack_end;
-static prof_rec_t *prof_recs[PROF_REC_CHUNKS]; /* published with release */
-static uint32_t prof_rec_next = 1;              /* index 0 means "no record" */
-static uint32_t prof_rec_free;
 static uint64_t prof_live_count, prof_live_bytes, prof_alloc_count, prof_alloc_bytes;
 static uint64_t prof_interval_mark; /* live bytes at the last interval dump */
 static uint64_t prof_nsamples, prof_nlive, prof_nstacks, prof_ndropped; /* under the lock */
@@ -140,7 +125,7 @@ TIDE_SAMPLE_PATH double prof_ln(double x) /* x > 0, normal */
 }
 
 /* 1 - exp(-x), x >= 0, accurate for tiny x too. */
-static double prof_one_minus_exp_neg(double x)
+TIDE_SAMPLE_PATH static double prof_one_minus_exp_neg(double x)
 {
     if (x > 40)
         return 1;
@@ -195,22 +180,22 @@ TIDE_SAMPLE_PATH static double prof_exponential(void)
 }
 
 /* An exponentially distributed interval of mean prof_rate bytes. */
-static int64_t prof_draw(void)
+TIDE_SAMPLE_PATH static int64_t prof_draw(void)
 {
     double d = prof_exponential() * prof_rate;
     return d < 1 ? 1 : d > 4e18 ? (int64_t)4e18 : (int64_t)d;
 }
 
-static double prof_probability(size_t size)
+TIDE_SAMPLE_PATH static double prof_probability(size_t size)
 {
     double p = prof_one_minus_exp_neg((double)size / prof_rate);
     return p > 1e-300 ? p : 1e-300;
 }
 
 /* For each small class, set at start-up (prof_rate does not change after): prof_rate over
- * its size, and the probability that a block of its size is sampled and its inverse, so
+ * its size, and the inverse of the probability that a block of its size is sampled, so
  * that a sample by a class's countdown computes neither an exponential nor a division. */
-static double prof_class_scale[SC_NSMALL], prof_class_p[SC_NSMALL], prof_class_inv[SC_NSMALL];
+static double prof_class_scale[SC_NSMALL], prof_class_inv[SC_NSMALL];
 
 /* The small class of exactly SIZE bytes, or SC_NSMALL. */
 TIDE_SAMPLE_PATH static unsigned prof_class_sized(size_t size)
@@ -223,7 +208,7 @@ TIDE_SAMPLE_PATH static unsigned prof_class_sized(size_t size)
 
 /* ---- the countdown ---------------------------------------------------------------- */
 
-bool prof_fire(void)
+TIDE_SAMPLE_PATH bool prof_fire(void)
 {
     tcache_t *tc = &tcache_tls;
     if (!ATOMIC_LOAD(&conf.prof)) {
@@ -523,54 +508,34 @@ TIDE_SAMPLE_PATH static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
 
 /* ---- records ---------------------------------------------------------------------- */
 
-TIDE_SAMPLE_PATH static prof_rec_t *prof_rec(uint32_t i)
-{
-    prof_rec_t *chunk = __atomic_load_n(&prof_recs[i >> PROF_REC_CHUNK_LG], __ATOMIC_ACQUIRE);
-    return &chunk[i & (PROF_REC_CHUNK - 1)];
-}
+/* A record's weights, in 1/PROF_FX blocks and in bytes: the same integers each time they
+ * are computed from it, so that a free takes back what its sample added. */
+static uint64_t prof_rec_count(const extent_prof_t *r) { return (uint64_t)(PROF_FX * r->inv + 0.5); }
+static uint64_t prof_rec_bytes(const extent_prof_t *r) { return (uint64_t)((double)r->size * r->inv + 0.5); }
 
-/* A free record's index, or 0.  Lock held. */
-TIDE_SAMPLE_PATH static uint32_t prof_rec_alloc(void)
+/* R's stack and the totals gain (ADD) or lose its weights; their cumulative counts too
+ * when NEW is a sample.  Lock held. */
+TIDE_SAMPLE_PATH static void prof_weigh(const extent_prof_t *r, bool add, bool new)
 {
-    uint32_t i = prof_rec_free;
-    if (i) {
-        prof_rec_free = prof_rec(i)->next_free;
-        return i;
+    uint64_t count = prof_rec_count(r), bytes = prof_rec_bytes(r);
+    prof_stack_t *s = r->stack;
+    if (add) {
+        s->live_count += count;
+        s->live_bytes += bytes;
+        prof_live_count += count;
+        prof_live_bytes += bytes;
+    } else {
+        s->live_count -= count;
+        s->live_bytes -= bytes;
+        prof_live_count -= count;
+        prof_live_bytes -= bytes;
     }
-    i = prof_rec_next;
-    unsigned c = i >> PROF_REC_CHUNK_LG;
-    if (c >= PROF_REC_CHUNKS)
-        return 0;
-    if (!prof_recs[c]) {
-        prof_rec_t *chunk = meta_alloc(PROF_REC_CHUNK * sizeof(prof_rec_t));
-        if (!chunk)
-            return 0;
-        __atomic_store_n(&prof_recs[c], chunk, __ATOMIC_RELEASE);
+    if (new) {
+        s->alloc_count += count;
+        s->alloc_bytes += bytes;
+        prof_alloc_count += count;
+        prof_alloc_bytes += bytes;
     }
-    prof_rec_next++;
-    return i;
-}
-
-/* R weighs SIZE bytes sampled with probability P (INV = 1 / P): its stack gains that.
- * Lock held. */
-TIDE_SAMPLE_PATH static void prof_weigh(prof_rec_t *r, size_t size, double p, double inv)
-{
-    r->size = size;
-    r->p = p;
-    r->count = (uint64_t)(PROF_FX * inv + 0.5);
-    r->bytes = (uint64_t)((double)size * inv + 0.5);
-    r->stack->live_count += r->count;
-    r->stack->live_bytes += r->bytes;
-    prof_live_count += r->count;
-    prof_live_bytes += r->bytes;
-}
-
-TIDE_SAMPLE_PATH static void prof_unweigh(prof_rec_t *r)
-{
-    r->stack->live_count -= r->count;
-    r->stack->live_bytes -= r->bytes;
-    prof_live_count -= r->count;
-    prof_live_bytes -= r->bytes;
 }
 
 static int prof_dump_auto(unsigned kind, bool warn);
@@ -579,28 +544,20 @@ TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size,
 {
     bool dump = false;
     unsigned cls = prof_class_sized(psize);
-    double p = cls < SC_NSMALL ? prof_class_p[cls] : prof_probability(psize);
-    double inv = cls < SC_NSMALL ? prof_class_inv[cls] : 1 / p;
+    double inv = cls < SC_NSMALL ? prof_class_inv[cls] : 1 / prof_probability(psize);
     lock_acquire(&prof_lock);
     prof_nfound[bt->how]++;
     prof_stack_t *s = prof_stack_get(bt);
-    uint32_t i = s ? prof_rec_alloc() : 0;
-    if (!i) {
+    if (!s) {
         prof_ndropped++; /* out of metadata: the block stays, unprofiled */
         lock_release(&prof_lock);
         return;
     }
-    prof_rec_t *r = prof_rec(i);
-    r->stack = s;
-    r->usable = usable;
-    prof_weigh(r, size, p, inv);
-    s->alloc_count += r->count;
-    s->alloc_bytes += r->bytes;
-    prof_alloc_count += r->count;
-    prof_alloc_bytes += r->bytes;
+    e->prof_rec = (extent_prof_t){ .stack = s, .size = size, .inv = inv, .usable = (uint32_t)usable };
+    e->prof = 1;
+    prof_weigh(&e->prof_rec, true, true);
     prof_nsamples++;
     prof_nlive++;
-    e->prof = i;
     uint64_t interval = (uint64_t)ATOMIC_LOAD(&conf.prof_interval);
     if (interval && prof_live_bytes >= prof_interval_mark + interval) {
         prof_interval_mark = prof_live_bytes;
@@ -613,48 +570,54 @@ TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size,
 
 TIDE_SAMPLE_PATH void prof_free(extent_t *e)
 {
-    uint32_t i = e->prof;
     e->prof = 0;
     lock_acquire(&prof_lock);
-    prof_rec_t *r = prof_rec(i);
-    prof_unweigh(r);
-    r->stack = NULL;
-    r->next_free = prof_rec_free;
-    prof_rec_free = i;
+    prof_weigh(&e->prof_rec, false, false);
     prof_nlive--;
     lock_release(&prof_lock);
 }
 
 TIDE_SAMPLE_PATH size_t prof_usable(const extent_t *e)
 {
-    const prof_rec_t *r = prof_rec(e->prof);
-    return r->usable ? r->usable : extent_block_size(e);
+    return e->prof_rec.usable ? e->prof_rec.usable : extent_block_size(e);
 }
 
-uint32_t prof_detach(extent_t *e)
+extent_prof_t prof_detach(extent_t *e)
 {
-    uint32_t i = e->prof;
+    extent_prof_t r = { 0 };
+    if (e->prof)
+        r = e->prof_rec;
     e->prof = 0;
-    return i;
+    return r;
 }
 
-void prof_reattach(uint32_t rec, extent_t *e) { e->prof = rec; }
-
-void prof_resized(uint32_t rec, extent_t *e, size_t old_size, size_t size, void *frame)
+void prof_reattach(const extent_prof_t *rec, extent_t *e)
 {
-    if (rec) {
+    if (rec->stack) {
+        e->prof_rec = *rec;
+        e->prof = 1;
+    }
+}
+
+void prof_resized(const extent_prof_t *rec, extent_t *e, size_t old_size, size_t size, void *frame)
+{
+    if (rec->stack) {
         /* Sampled at its old size with probability p, it would have been sampled by now
          * with 1 - (1 - p) exp(-growth / R) (an unsampled block counts its growth, below):
          * that is its weight from now on.  A block that shrank keeps its p. */
+        extent_prof_t r = *rec;
         lock_acquire(&prof_lock);
-        prof_rec_t *r = prof_rec(rec);
-        double p = r->p;
-        if (size > r->size)
-            p = 1 - (1 - p) * (1 - prof_one_minus_exp_neg((double)(size - r->size) / prof_rate));
-        prof_unweigh(r);
-        prof_weigh(r, size, p, 1 / p);
-        r->usable = 0; /* a large block now */
-        e->prof = rec;
+        prof_weigh(&r, false, false);
+        if (size > r.size) {
+            double p = 1 / r.inv;
+            p = 1 - (1 - p) * (1 - prof_one_minus_exp_neg((double)(size - r.size) / prof_rate));
+            r.inv = 1 / p;
+        }
+        r.size = size;
+        r.usable = 0; /* a large block now */
+        prof_weigh(&r, true, false);
+        e->prof_rec = r;
+        e->prof = 1;
         lock_release(&prof_lock);
         return;
     }
@@ -813,15 +776,12 @@ void prof_boot(void)
     prof_rate = (double)conf.prof_sample;
     for (unsigned c = 0; c < SC_NSMALL; c++) {
         prof_class_scale[c] = prof_rate / (double)sc_size[c];
-        prof_class_p[c] = prof_probability(sc_size[c]);
-        prof_class_inv[c] = 1 / prof_class_p[c];
+        prof_class_inv[c] = 1 / prof_probability(sc_size[c]);
     }
-    /* The tables' first chunks now: a sample then needs more only as stacks and live
-     * samples grow. */
+    /* The tables' first chunks now: a sample then needs more only as stacks grow. */
     prof_buckets = meta_alloc(PROF_BUCKETS * sizeof *prof_buckets);
-    prof_recs[0] = meta_alloc(PROF_REC_CHUNK * sizeof(prof_rec_t));
     void *stacks = meta_alloc(PROF_STACK_CHUNK);
-    if (!prof_buckets || !prof_recs[0] || !stacks) {
+    if (!prof_buckets || !stacks) {
         ATOMIC_STORE(&conf.prof, 0);
         return;
     }

@@ -9,8 +9,8 @@
  * malloc, cost bench/pairs' batch 5 % in time: a store, where stores are what that loop
  * waits on).  An allocation that takes the countdown below zero is sampled: it is
  * served as a large block of its own (so that its free takes the slow path, where the
- * profiler sees it), its call stack is recorded, and it carries its record's index in its
- * extent.  A block of SIZE bytes is sampled with probability p = 1 - exp(-SIZE / R) and
+ * profiler sees it), its call stack is recorded, and its extent carries its record
+ * (extent_prof_t).  A block of SIZE bytes is sampled with probability p = 1 - exp(-SIZE / R) and
  * weighted by 1 / p, so the sums over sampled blocks estimate the live bytes and blocks
  * without bias, whatever their sizes.
  *
@@ -87,15 +87,15 @@ void prof_free(extent_t *e);
 /* The usable size of sampled block E.  Pure: a caller that does not use it (free, which
  * describes the block as realloc does) does not read the record for it. */
 size_t prof_usable(const extent_t *e) __attribute__((pure));
-/* Around a realloc of E: take its record off (0 when it has none) ... */
-uint32_t prof_detach(extent_t *e);
+/* Around a realloc of E: take its record off (its stack NULL when it has none) ... */
+extent_prof_t prof_detach(extent_t *e);
 /* ... and put it back when the block stayed as it was, or else ... */
-void prof_reattach(uint32_t rec, extent_t *e);
+void prof_reattach(const extent_prof_t *rec, extent_t *e);
 /* ... give it to the block E now is (E may be a new extent), whose requested size went
- * from OLD_SIZE (REC's own size when REC is not 0) to SIZE.  An unsampled block that grew
- * counts its growth against the countdown and may be sampled now (FRAME as for
+ * from OLD_SIZE (REC's own size when it has a stack) to SIZE.  An unsampled block that
+ * grew counts its growth against the countdown and may be sampled now (FRAME as for
  * prof_backtrace). */
-void prof_resized(uint32_t rec, extent_t *e, size_t old_size, size_t size, void *frame);
+void prof_resized(const extent_prof_t *rec, extent_t *e, size_t old_size, size_t size, void *frame);
 
 /* The natural logarithm of X > 0 (normal), to about 1e-10 relative: the profiler's
  * intervals (without libm). */
