@@ -70,7 +70,7 @@ typedef struct extent_s {
     uint16_t sample;   /* large, held: a sampled block (guard_sample): its record's index + 1 */
     uint32_t guard;    /* slab, large, held: pages after the block, not part of it: the first a
                         * guard page, the rest (if any) padding to the block's alignment */
-    uint32_t prof;     /* large: 1 when the heap profiler sampled the block (prof_rec holds its record), else 0 */
+    uint32_t prof;     /* large: 1 when the heap profiler sampled the block (its record in prof_rec) */
     union {
         uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
         extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof.c) */

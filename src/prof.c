@@ -3,8 +3,9 @@
  * State: a table of distinct call stacks (hashed, chained, never freed), each with the
  * weighted live and cumulative counts of its samples, carved under prof_lock from the
  * metadata range (meta.h), apart from the heap; and a record of each live sampled block
- * (its stack, sizes and weight), in the block's extent (extent_prof_t).  Weights are fixed-point integers (counts in 1/1024ths), so that a free
- * takes back exactly what its sample added.  prof_lock is taken with no other lock of
+ * (its stack, sizes and weight), in the block's extent (extent_prof_t).  Weights are
+ * fixed-point integers (counts in 1/1024ths), so that a free takes back exactly what its
+ * sample added.  prof_lock is taken with no other lock of
  * tide's held (meta's may be taken inside it); a dump holds it from the header to the
  * last stack and reads /proc/self/maps after, and touches no other lock, so it cannot
  * deadlock with an allocation, and a fork waits for it (init.c takes prof_lock before
@@ -514,8 +515,8 @@ static uint64_t prof_rec_count(const extent_prof_t *r) { return (uint64_t)(PROF_
 static uint64_t prof_rec_bytes(const extent_prof_t *r) { return (uint64_t)((double)r->size * r->inv + 0.5); }
 
 /* R's stack and the totals gain (ADD) or lose its weights; their cumulative counts too
- * when NEW is a sample.  Lock held. */
-TIDE_SAMPLE_PATH static void prof_weigh(const extent_prof_t *r, bool add, bool new)
+ * when R is a new sample (SAMPLED).  Lock held. */
+TIDE_SAMPLE_PATH static void prof_weigh(const extent_prof_t *r, bool add, bool sampled)
 {
     uint64_t count = prof_rec_count(r), bytes = prof_rec_bytes(r);
     prof_stack_t *s = r->stack;
@@ -530,7 +531,7 @@ TIDE_SAMPLE_PATH static void prof_weigh(const extent_prof_t *r, bool add, bool n
         prof_live_count -= count;
         prof_live_bytes -= bytes;
     }
-    if (new) {
+    if (sampled) {
         s->alloc_count += count;
         s->alloc_bytes += bytes;
         prof_alloc_count += count;
