@@ -109,8 +109,10 @@ static void free_direct(void *p, unsigned cls)
 
 /* Keep the KEEP most recently freed objects of CLS, give the rest back: as one batch to
  * the transfer cache when it has room, else to their slabs (a large class: to the page
- * heap).  Pages that become dirty are reported to the purge policy. */
-static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
+ * heap).  Pages that become dirty are reported to the purge policy.  INCOMING is the
+ * block whose free made the flush (or NULL): found in the list, it is a double free whose
+ * key a use after free cleared. */
+static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep, const void *incoming)
 {
     unsigned count = tc->cap[cls] - tcache_room(tc, cls);
     void **cut = NULL, **rest = tc->head[cls];
@@ -118,6 +120,8 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
         cut = rest;
         /* These few stay in the cache, whose pops check them as the fast path does; the
          * rest is checked fully wherever it is walked next (a slab's return, a refill). */
+        if (unlikely(cut == incoming))
+            report_double_free("free", incoming);
         rest = fl_next(cut);
         if (unlikely(!fl_plausible(rest)))
             freelist_corrupt("free", cut, rest, cls);
@@ -138,8 +142,12 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
             background_after_free();
         return;
     }
+    /* A large class caches at most 8 blocks (sc_tcache_max), so one batch holds them all,
+     * and a block twice in it (a double free whose key was cleared, which makes the list a
+     * loop) is found before the page heap gets its pages twice. */
     extent_t *batch[64];
-    unsigned n = 0;
+    unsigned n = 0, left = count - keep;
+    TIDE_ASSERT(left <= ARRAY_SIZE(batch));
     /* Each link's check reads the page-map entry that names the block's extent: one read
      * per block.  (The first block is the cache's head, pushed by a free that looked it
      * up, or the link after the cut, which had only the fast path's check.) */
@@ -147,30 +155,30 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep)
     if (unlikely(!e))
         freelist_corrupt("free", cut, rest, cls);
     for (void **p = rest; p;) {
+        if (unlikely(left-- == 0))
+            freelist_corrupt("free", p, fl_next(p), cls);
         void **next = fl_next(p);
         extent_t *next_e = NULL;
         if (next && unlikely(!(next_e = fl_block_of(next, cls))))
             freelist_corrupt("free", p, next, cls);
+        for (unsigned i = 0; i < n; i++)
+            if (unlikely(batch[i] == e))
+                report_double_free("free", p);
+        if (unlikely(p == incoming))
+            report_double_free("free", p);
         batch[n++] = e;
-        if (n == ARRAY_SIZE(batch)) {
-            extent_free_many(batch, n, &tcache_hint);
-            background_after_free();
-            n = 0;
-        }
         p = next;
         e = next_e;
     }
-    if (n) {
-        extent_free_many(batch, n, &tcache_hint);
-        background_after_free();
-    }
+    extent_free_many(batch, n, &tcache_hint);
+    background_after_free();
 }
 
 static void tcache_flush_all(tcache_t *tc)
 {
     for (unsigned c = 0; c < SC_NCACHED; c++)
         if (tc->head[c])
-            tcache_flush(tc, c, 0);
+            tcache_flush(tc, c, 0, NULL);
 }
 
 /* ---- life cycle ----------------------------------------------------------------- */
@@ -321,7 +329,7 @@ static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls)
     /* Full: keep only the few most recent (warm) objects, so that the cut is found by
      * walking a handful of nodes and the batch given away is big. */
     if (tcache_room(tc, cls) == 0)
-        tcache_flush(tc, cls, MIN(tc->cap[cls] / 4u, 8u));
+        tcache_flush(tc, cls, MIN(tc->cap[cls] / 4u, 8u), p);
     void **obj = p;
     tcache_push(tc, obj, cls);
 }

@@ -7,7 +7,9 @@
  *                           malloc that would follow the link aborts;
  *   a cleared key           free(p), a use after free that clears p's second word (the
  *                           double-free key), free(p): the loop the second free made is
- *                           found before malloc hands p out twice;
+ *                           found before malloc hands p out twice, and with a
+ *                           free between (a loop in the cache), by the flush that
+ *                           walks it;
  *   a slot never handed out free() of a region of a live slab that malloc never returned
  *                           (in the slab, or in the thread's cache) is an invalid pointer;
  *   a kept empty slab       a block whose slab emptied and stays in its bin, freed again,
@@ -157,6 +159,45 @@ static void cleared_key_case(size_t size)
 
 Test(hardening, a_double_free_with_its_key_cleared_aborts_64, .timeout = 60) { cleared_key_case(64); }
 Test(hardening, a_double_free_with_its_key_cleared_aborts_1024, .timeout = 60) { cleared_key_case(1024); }
+
+/* The same with another free between the two of p: the cache's list is then p, q, p, q...
+ * a loop that no pop sees at once.  Sixteen more frees fill the cache of a large class
+ * (16-64 KiB, which caches at most 8 blocks) and make it flush: the flush must stop at p's
+ * second appearance, not walk the loop and give p's pages back twice. */
+static int cleared_key_flushed(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void **p = malloc(size), **q = malloc(size), *more[16];
+    for (unsigned i = 0; i < 16; i++)
+        more[i] = malloc(size);
+    free(p);
+    free(q);
+    ((void *volatile *)p)[1] = NULL; /* the use after free (volatile: p is dead to gcc) */
+    free(p);
+    for (unsigned i = 0; i < 16; i++)
+        free(more[i]);
+    void *a = malloc(size), *b = malloc(size), *c = malloc(size);
+    fprintf(stderr, "<not caught: %p %p %p>\n", a, b, c);
+    return 0;
+}
+
+static void cleared_key_flushed_case(size_t size)
+{
+    expect_abort(cleared_key_flushed, (void *)(uintptr_t)size, "tide: free(): double free 0x");
+}
+
+Test(hardening, a_double_free_with_its_key_cleared_found_by_a_flush_16k, .timeout = 60)
+{
+    cleared_key_flushed_case(16384);
+}
+Test(hardening, a_double_free_with_its_key_cleared_found_by_a_flush_32k, .timeout = 60)
+{
+    cleared_key_flushed_case(32768);
+}
+Test(hardening, a_double_free_with_its_key_cleared_found_by_a_flush_64k, .timeout = 60)
+{
+    cleared_key_flushed_case(65536);
+}
 
 /* ---- a slot never handed out -------------------------------------------------------------- */
 
