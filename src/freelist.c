@@ -48,6 +48,16 @@ void freelist_corrupt(const char *func, const void *obj, const void *next, unsig
     abort();
 }
 
+void freelist_lost_key(const char *func, const void *obj, unsigned cls)
+{
+    char o[24], size[24];
+    const char *pieces[] = { func, "(): corrupted free list: the free block ", report_fmt_u64(o, (uintptr_t)obj, 1),
+                             " of ", report_fmt_u64(size, sc_size[cls], 0),
+                             " bytes lost its key (written after free, or freed twice)" };
+    report_line(pieces, ARRAY_SIZE(pieces));
+    abort();
+}
+
 void freelist_corrupt_after(const void *obj, const void *next)
 {
     const range_t *r = region_range_of((uintptr_t)obj);

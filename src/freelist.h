@@ -55,6 +55,9 @@ TIDE_INLINE void fl_set_next(void **obj, const void *next)
 #define FL_IMPLAUSIBLE ((~(uintptr_t)0 << 47) | (uintptr_t)(QUANTUM - 1))
 TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & FL_IMPLAUSIBLE) == 0; }
 
+/* A cached block of a large class CLS without its key: written after its free, or handed
+ * out already (freed twice, the second time with its key cleared). */
+__attribute__((noreturn, cold)) void freelist_lost_key(const char *func, const void *obj, unsigned cls);
 /* A corrupted link in a list of class CLS: "tide: FUNC(): corrupted free list ...", abort. */
 __attribute__((noreturn, cold)) void freelist_corrupt(const char *func, const void *obj, const void *next,
                                                        unsigned cls);

@@ -238,6 +238,8 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
         return alloc_direct(cls);
     void **p = tc->head[cls];
     if (p) { /* a link in another range (or a corrupted one) */
+        if (cls >= SC_NSMALL && unlikely(p[1] != (void *)freelist_key))
+            freelist_lost_key("malloc", p, cls);
         tc->head[cls] = fl_next_checked(p, cls, "malloc");
         p[1] = NULL;
         tc->room[cls]++; /* (no carry: the room is at most the capacity) */
@@ -277,6 +279,12 @@ void *tcache_alloc_slow(unsigned cls)
      * that this path saves no registers. */
     if (likely(tc->state == TCACHE_ACTIVE)) {
         if (likely(p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next)) {
+            /* A large block's key is checked when it is handed out, as glibc checks its
+             * big chunks' links: a double free whose key was cleared between, with
+             * another free between (a loop p, q, p...), is found before p is handed out
+             * twice.  (Small blocks are checked as glibc's tcache checks them: the link.) */
+            if (cls >= SC_NSMALL && unlikely(p[1] != (void *)freelist_key))
+                freelist_lost_key("malloc", p, cls);
             tc->head[cls] = next;
             p[1] = NULL;
             tc->room[cls]++;

@@ -7,9 +7,9 @@
  *                           malloc that would follow the link aborts;
  *   a cleared key           free(p), a use after free that clears p's second word (the
  *                           double-free key), free(p): the loop the second free made is
- *                           found before malloc hands p out twice, and with a
- *                           free between (a loop in the cache), by the flush that
- *                           walks it;
+ *                           found before malloc hands p out twice; of a large
+ *                           block with a free between (a loop in the cache), by
+ *                           malloc's check of the key or the flush that walks it;
  *   a slot never handed out free() of a region of a live slab that malloc never returned
  *                           (in the slab, or in the thread's cache) is an invalid pointer;
  *   a kept empty slab       a block whose slab emptied and stays in its bin, freed again,
@@ -161,9 +161,57 @@ Test(hardening, a_double_free_with_its_key_cleared_aborts_64, .timeout = 60) { c
 Test(hardening, a_double_free_with_its_key_cleared_aborts_1024, .timeout = 60) { cleared_key_case(1024); }
 
 /* The same with another free between the two of p: the cache's list is then p, q, p, q...
- * a loop that no pop sees at once.  Sixteen more frees fill the cache of a large class
- * (16-64 KiB, which caches at most 8 blocks) and make it flush: the flush must stop at p's
- * second appearance, not walk the loop and give p's pages back twice. */
+ * a loop that no pop sees at once.  Of a large class (16-64 KiB) the third malloc would
+ * hand p out a second time: the key that p lost when it was handed out the first time
+ * gives it away. */
+static int cleared_key_looped(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void **p = malloc(size), **q = malloc(size);
+    free(p);
+    free(q);
+    ((void *volatile *)p)[1] = NULL; /* the use after free (volatile: a compiler that knows free would drop it) */
+    free(p);
+    void *a = malloc(size), *b = malloc(size), *c = malloc(size);
+    fprintf(stderr, "<not caught: %p %p %p>\n", a, b, c);
+    return 0;
+}
+
+static void cleared_key_looped_case(size_t size)
+{
+    expect_abort(cleared_key_looped, (void *)(uintptr_t)size, "tide: malloc(): corrupted free list: the free block 0x");
+}
+
+Test(hardening, a_double_free_with_its_key_cleared_and_a_free_between_aborts_16k, .timeout = 60)
+{
+    cleared_key_looped_case(16384);
+}
+Test(hardening, a_double_free_with_its_key_cleared_and_a_free_between_aborts_40k, .timeout = 60)
+{
+    cleared_key_looped_case(40960);
+}
+
+/* A use after free that clears a cached large block's key is found when the block is
+ * handed out again. */
+static int cleared_key_large(void *arg)
+{
+    (void)arg;
+    void **p = malloc(20000);
+    free(p);
+    ((void *volatile *)p)[1] = NULL;
+    void *a = malloc(20000);
+    fprintf(stderr, "<not caught: %p>\n", a);
+    return 0;
+}
+
+Test(hardening, a_cleared_key_of_a_cached_large_block_aborts, .timeout = 60)
+{
+    expect_abort(cleared_key_large, NULL, "tide: malloc(): corrupted free list: the free block 0x");
+}
+
+/* The cycle again, with sixteen more frees after it: they fill the cache of a large class
+ * (which holds at most 8 blocks) and make it flush: the flush must stop at p's second
+ * appearance, not walk the loop and give p's pages back twice. */
 static int cleared_key_flushed(void *arg)
 {
     size_t size = (size_t)(uintptr_t)arg;
@@ -172,7 +220,7 @@ static int cleared_key_flushed(void *arg)
         more[i] = malloc(size);
     free(p);
     free(q);
-    ((void *volatile *)p)[1] = NULL; /* the use after free (volatile: p is dead to gcc) */
+    ((void *volatile *)p)[1] = NULL; /* the use after free (volatile: a compiler that knows free would drop it) */
     free(p);
     for (unsigned i = 0; i < 16; i++)
         free(more[i]);
