@@ -71,6 +71,7 @@ typedef struct extent_s {
     uint32_t guard;    /* slab, large, held: pages after the block, not part of it: the first a
                         * guard page, the rest (if any) padding to the block's alignment */
     uint32_t prof;     /* large: 1 when the heap profiler sampled the block (its record in prof_rec) */
+    uint8_t cached;    /* large: in a thread's cache (written by that thread, read by any free) */
     union {
         uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
         extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof.c) */

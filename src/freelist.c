@@ -48,12 +48,11 @@ void freelist_corrupt(const char *func, const void *obj, const void *next, unsig
     abort();
 }
 
-void freelist_lost_key(const char *func, const void *obj, unsigned cls)
+void freelist_bad_block(const char *func, const void *obj, unsigned cls, const char *why)
 {
     char o[24], size[24];
-    const char *pieces[] = { func, "(): corrupted free list: the free block ", report_fmt_u64(o, (uintptr_t)obj, 1),
-                             " of ", report_fmt_u64(size, sc_size[cls], 0),
-                             " bytes lost its key (written after free, or freed twice)" };
+    const char *pieces[] = { func, "(): corrupted free list: ", report_fmt_u64(o, (uintptr_t)obj, 1), " (a block of ",
+                             report_fmt_u64(size, sc_size[cls], 0), " bytes) ", why };
     report_line(pieces, ARRAY_SIZE(pieces));
     abort();
 }

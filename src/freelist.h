@@ -55,9 +55,10 @@ TIDE_INLINE void fl_set_next(void **obj, const void *next)
 #define FL_IMPLAUSIBLE ((~(uintptr_t)0 << 47) | (uintptr_t)(QUANTUM - 1))
 TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & FL_IMPLAUSIBLE) == 0; }
 
-/* A cached block of a large class CLS without its key: written after its free, or handed
- * out already (freed twice, the second time with its key cleared). */
-__attribute__((noreturn, cold)) void freelist_lost_key(const char *func, const void *obj, unsigned cls);
+/* A block of class CLS at the head of a list is not a free one, as WHY says:
+ * "tide: FUNC(): corrupted free list: 0x... (a block of N bytes) WHY", abort. */
+__attribute__((noreturn, cold)) void freelist_bad_block(const char *func, const void *obj, unsigned cls,
+                                                         const char *why);
 /* A corrupted link in a list of class CLS: "tide: FUNC(): corrupted free list ...", abort. */
 __attribute__((noreturn, cold)) void freelist_corrupt(const char *func, const void *obj, const void *next,
                                                        unsigned cls);

@@ -72,6 +72,9 @@ static TIDE_NOINLINE void block_lookup_any(void *p, const char *func, block_t *b
         return;
     }
     if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE) {
+        /* Freed into a cache, whichever thread's: as glibc finds a freed chunk. */
+        if (e->addr == a && ATOMIC_LOAD(&e->cached))
+            report_double_free(func, p);
         if (likely(e->addr == a && !e->sample)) {
             b->cls = pm_class(entry);
             b->ext = e;
@@ -113,7 +116,8 @@ TIDE_INLINE bool block_find(void *p, block_t *b)
                 b->sampled = false;
                 return true;
             }
-        } else if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && e->addr == a && !e->sample) {
+        } else if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && e->addr == a && !e->sample &&
+                   !ATOMIC_LOAD(&e->cached)) {
             b->cls = pm_class(entry);
             b->ext = e;
             b->usable = unlikely(e->prof) ? prof_usable(e) : extent_block_size(e);
@@ -142,7 +146,7 @@ TIDE_INLINE void block_free(void *p, const block_t *b)
         prof_free(e);
     /* A moved block (shrunk into a cached class) must be healed, not cached. */
     if (b->cls != EXTENT_NO_CLASS && !(e->state == EXTENT_LARGE && e->moved_pieces)) {
-        tcache_free_slow(p, b->cls);
+        tcache_free_slow(p, b->cls, e);
         return;
     }
     large_free(e);

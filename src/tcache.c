@@ -143,8 +143,8 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep, const void *
         return;
     }
     /* A large class caches at most 8 blocks (sc_tcache_max), so one batch holds them all,
-     * and a block twice in it (a double free whose key was cleared, which makes the list a
-     * loop) is found before the page heap gets its pages twice. */
+     * and a link that leads to a block no cache holds (forged, or a loop) is found before
+     * the page heap gets any pages. */
     extent_t *batch[64];
     unsigned n = 0, left = count - keep;
     TIDE_ASSERT(left <= ARRAY_SIZE(batch));
@@ -154,6 +154,7 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep, const void *
     extent_t *e = fl_block_of(rest, cls);
     if (unlikely(!e))
         freelist_corrupt("free", cut, rest, cls);
+    void **prev = cut;
     for (void **p = rest; p;) {
         if (unlikely(left-- == 0))
             freelist_corrupt("free", p, fl_next(p), cls);
@@ -161,12 +162,11 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep, const void *
         extent_t *next_e = NULL;
         if (next && unlikely(!(next_e = fl_block_of(next, cls))))
             freelist_corrupt("free", p, next, cls);
-        for (unsigned i = 0; i < n; i++)
-            if (unlikely(batch[i] == e))
-                report_double_free("free", p);
-        if (unlikely(p == incoming))
-            report_double_free("free", p);
+        if (unlikely(!ATOMIC_LOAD(&e->cached)))
+            freelist_corrupt("free", prev, p, cls);
+        ATOMIC_STORE(&e->cached, 0);
         batch[n++] = e;
+        prev = p;
         p = next;
         e = next_e;
     }
@@ -227,6 +227,30 @@ static void tcache_init(tcache_t *tc)
 
 /* ---- slow paths ------------------------------------------------------------------- */
 
+static TIDE_NOINLINE __attribute__((noreturn, cold)) void large_bad_head(void **p, unsigned cls, extent_t *e)
+{
+    if (!ATOMIC_LOAD(&e->cached))
+        freelist_bad_block("malloc", p, cls, "is in use: a forged link");
+    freelist_bad_block("malloc", p, cls, "lost its key: written after free");
+}
+
+/* P, the head of large class CLS, about to be handed out: a block a cache holds has its
+ * extent's mark and its key, as glibc checks its big chunks' links.  Without the mark the
+ * link that led here was forged (to a block in use); without the key a use after free
+ * wrote it. */
+TIDE_INLINE bool large_head_ok(const tcache_t *tc, void *const *p, unsigned cls)
+{
+    return ATOMIC_LOAD(&tc->head_ext[cls - SC_NSMALL]->cached) && p[1] == (void *)freelist_key;
+}
+
+TIDE_INLINE void large_leaves_cache(tcache_t *tc, void **p, unsigned cls)
+{
+    extent_t *e = tc->head_ext[cls - SC_NSMALL];
+    if (unlikely(!large_head_ok(tc, p, cls)))
+        large_bad_head(p, cls, e);
+    ATOMIC_STORE(&e->cached, 0);
+}
+
 /* tcache_alloc_slow when the list is empty, its link not in the first range, or the cache
  * not active: apart, so that the pop saves no registers for the refill. */
 static TIDE_NOINLINE void *alloc_dry(unsigned cls)
@@ -238,9 +262,12 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
         return alloc_direct(cls);
     void **p = tc->head[cls];
     if (p) { /* a link in another range (or a corrupted one) */
-        if (cls >= SC_NSMALL && unlikely(p[1] != (void *)freelist_key))
-            freelist_lost_key("malloc", p, cls);
-        tc->head[cls] = fl_next_checked(p, cls, "malloc");
+        if (cls >= SC_NSMALL)
+            large_leaves_cache(tc, p, cls);
+        void **next = fl_next_checked(p, cls, "malloc");
+        if (cls >= SC_NSMALL)
+            tc->head_ext[cls - SC_NSMALL] = next ? fl_block_of(next, cls) : NULL;
+        tc->head[cls] = next;
         p[1] = NULL;
         tc->room[cls]++; /* (no carry: the room is at most the capacity) */
         return p;
@@ -269,29 +296,47 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
     return p;
 }
 
-void *tcache_alloc_slow(unsigned cls)
+/* tcache_alloc_slow of a large class: the pop of a block whose extent carries the cached
+ * mark and which holds its key (else alloc_dry decides), or a block from the page heap. */
+static TIDE_NOINLINE void *alloc_large(unsigned cls)
 {
+    if (cls < SC_NSMALL)
+        __builtin_unreachable(); /* (the link's check then has no small-class case) */
     tcache_t *tc = &tcache_tls;
     void **p = tc->head[cls], *next;
     pm_entry_t e;
-    /* Large classes are served here, not on the fast path.  A link that the inline check
-     * does not pass (another range, or corrupted) is popped by alloc_dry: a tail call, so
-     * that this path saves no registers. */
     if (likely(tc->state == TCACHE_ACTIVE)) {
-        if (likely(p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next)) {
-            /* A large block's key is checked when it is handed out, as glibc checks its
-             * big chunks' links: a double free whose key was cleared between, with
-             * another free between (a loop p, q, p...), is found before p is handed out
-             * twice.  (Small blocks are checked as glibc's tcache checks them: the link.) */
-            if (cls >= SC_NSMALL && unlikely(p[1] != (void *)freelist_key))
-                freelist_lost_key("malloc", p, cls);
+        if (likely(p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next) && large_head_ok(tc, p, cls)) {
+            extent_t **head_ext = &tc->head_ext[cls - SC_NSMALL];
+            ATOMIC_STORE(&(*head_ext)->cached, 0);
+            *head_ext = next ? pm_desc(e) : NULL;
             tc->head[cls] = next;
             p[1] = NULL;
             tc->room[cls]++;
             return p;
         }
-        if (!p && cls >= SC_NSMALL)
+        if (!p)
             return alloc_direct(cls); /* (a large class has no refill) */
+    }
+    return alloc_dry(cls);
+}
+
+void *tcache_alloc_slow(unsigned cls)
+{
+    if (cls >= SC_NSMALL)
+        return alloc_large(cls);
+    tcache_t *tc = &tcache_tls;
+    void **p = tc->head[cls], *next;
+    pm_entry_t e;
+    /* A link that the inline check does not pass (another range, or corrupted) is popped
+     * by alloc_dry: a tail call, so that this path saves no registers. */
+    if (likely(tc->state == TCACHE_ACTIVE)) {
+        if (likely(p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next)) {
+            tc->head[cls] = next;
+            p[1] = NULL;
+            tc->room[cls]++;
+            return p;
+        }
     }
     return alloc_dry(cls);
 }
@@ -317,9 +362,16 @@ void tcache_check_not_freed(void *p, unsigned cls, const char *func)
     }
 }
 
+/* EXT, the extent of a large block of class CLS, is about to be pushed on TC's list. */
+TIDE_INLINE void large_mark(tcache_t *tc, extent_t *ext, unsigned cls)
+{
+    ATOMIC_STORE(&ext->cached, 1);
+    tc->head_ext[cls - SC_NSMALL] = ext;
+}
+
 /* tcache_free_slow for all but the plain push: apart, so that the push saves no registers
  * for the flush and the checks. */
-static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls)
+static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls, extent_t *ext)
 {
     tcache_t *tc = &tcache_tls;
     if (tc->state == TCACHE_UNINIT)
@@ -338,11 +390,13 @@ static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls)
      * walking a handful of nodes and the batch given away is big. */
     if (tcache_room(tc, cls) == 0)
         tcache_flush(tc, cls, MIN(tc->cap[cls] / 4u, 8u), p);
+    if (cls >= SC_NSMALL)
+        large_mark(tc, ext, cls);
     void **obj = p;
     tcache_push(tc, obj, cls);
 }
 
-void tcache_free_slow(void *p, unsigned cls)
+void tcache_free_slow(void *p, unsigned cls, extent_t *ext)
 {
     tcache_t *tc = &tcache_tls;
     void **obj = p;
@@ -351,10 +405,14 @@ void tcache_free_slow(void *p, unsigned cls)
      * blocks, no room, no active cache) is looked at in free_to_cache_slow. */
     if (likely(tc->state == TCACHE_ACTIVE && !fl_marked(obj) && obj != tc->head[cls] && tcache_room(tc, cls) != 0 &&
                (cls < SC_NSMALL || !ATOMIC_LOAD(&conf.guard)))) {
+        /* A large block's extent says it is cached: a second free finds it there
+         * (block_find), whichever thread's cache holds it. */
+        if (cls >= SC_NSMALL)
+            large_mark(tc, ext, cls);
         tcache_push(tc, obj, cls);
         return;
     }
-    free_to_cache_slow(p, cls);
+    free_to_cache_slow(p, cls, ext);
 }
 
 void tcache_flush_self(void)

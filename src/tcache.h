@@ -39,6 +39,10 @@ typedef struct tcache_s {
     int64_t room[SC_NCACHED];
     void *head[SC_NCACHED];
     uint16_t cap[SC_NCACHED];   /* capacity: grows each time the class runs dry */
+    /* A large class's head's extent, from the page-map entry read when the block became the
+     * head (the free's lookup, or the check of the link that led to it): the pop checks
+     * and clears the extent's cached mark without looking the block up again. */
+    extent_t *head_ext[SC_NCACHED - SC_NSMALL];
     /* Bytes this thread may still ask for before the profiler samples one of the requests
      * that the fast path does not count (prof.h): above 14 KiB, aligned, a growth. */
     int64_t prof_left;
@@ -81,7 +85,7 @@ TIDE_INLINE void tcache_push(tcache_t *tc, void **obj, size_t cls)
 
 /* Slow paths: the cache of CLS is empty / full or not set up. */
 void *tcache_alloc_slow(unsigned cls);
-void tcache_free_slow(void *p, unsigned cls);
+void tcache_free_slow(void *p, unsigned cls, extent_t *ext); /* EXT: P's slab or large extent */
 /* Abort with FUNC's name when P (of class CLS, its second word holding the key) is in the
  * calling thread's cache or free in its slab: a double free or a use after free. */
 void tcache_check_not_freed(void *p, unsigned cls, const char *func);

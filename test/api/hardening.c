@@ -7,9 +7,11 @@
  *                           malloc that would follow the link aborts;
  *   a cleared key           free(p), a use after free that clears p's second word (the
  *                           double-free key), free(p): the loop the second free made is
- *                           found before malloc hands p out twice; of a large
- *                           block with a free between (a loop in the cache), by
- *                           malloc's check of the key or the flush that walks it;
+ *                           found before malloc hands p out twice; a large block's
+ *                           extent says it is cached, so its second free is found
+ *                           at once, with frees between or from another thread;
+ *   a link to a block in use a forged link of a large class, to a live block: malloc
+ *                           and the flush find that no cache holds it;
  *   a slot never handed out free() of a region of a live slab that malloc never returned
  *                           (in the slab, or in the thread's cache) is an invalid pointer;
  *   a kept empty slab       a block whose slab emptied and stays in its bin, freed again,
@@ -160,11 +162,9 @@ static void cleared_key_case(size_t size)
 Test(hardening, a_double_free_with_its_key_cleared_aborts_64, .timeout = 60) { cleared_key_case(64); }
 Test(hardening, a_double_free_with_its_key_cleared_aborts_1024, .timeout = 60) { cleared_key_case(1024); }
 
-/* The same with another free between the two of p: the cache's list is then p, q, p, q...
- * a loop that no pop sees at once.  Of a large class (16-64 KiB) the third malloc would
- * hand p out a second time: the key that p lost when it was handed out the first time
- * gives it away. */
-static int cleared_key_looped(void *arg)
+/* The same of a large block (16-64 KiB: thread caches hold them), with another free
+ * between the two of p so that p is not the cache's head: its extent says it is cached. */
+static int cleared_key_large_twice(void *arg)
 {
     size_t size = (size_t)(uintptr_t)arg;
     void **p = malloc(size), **q = malloc(size);
@@ -177,22 +177,52 @@ static int cleared_key_looped(void *arg)
     return 0;
 }
 
-static void cleared_key_looped_case(size_t size)
+static void cleared_key_large_twice_case(size_t size)
 {
-    expect_abort(cleared_key_looped, (void *)(uintptr_t)size, "tide: malloc(): corrupted free list: the free block 0x");
+    expect_abort(cleared_key_large_twice, (void *)(uintptr_t)size, "tide: free(): double free 0x");
 }
 
-Test(hardening, a_double_free_with_its_key_cleared_and_a_free_between_aborts_16k, .timeout = 60)
+Test(hardening, a_double_free_of_a_large_block_with_its_key_cleared_aborts_16k, .timeout = 60)
 {
-    cleared_key_looped_case(16384);
+    cleared_key_large_twice_case(16384);
 }
-Test(hardening, a_double_free_with_its_key_cleared_and_a_free_between_aborts_40k, .timeout = 60)
+Test(hardening, a_double_free_of_a_large_block_with_its_key_cleared_aborts_40k, .timeout = 60)
 {
-    cleared_key_looped_case(40960);
+    cleared_key_large_twice_case(40960);
+}
+Test(hardening, a_double_free_of_a_large_block_with_its_key_cleared_aborts_64k, .timeout = 60)
+{
+    cleared_key_large_twice_case(65536);
+}
+
+/* A large block in one thread's cache, freed again by another thread. */
+static void *free_in_thread(void *p)
+{
+    free(p);
+    return NULL;
+}
+
+static int large_twice_across_threads(void *arg)
+{
+    (void)arg;
+    void *p = malloc(32768);
+    free(p); /* into this thread's cache */
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_in_thread, p) != 0)
+        return 2;
+    pthread_join(t, NULL);
+    void *a = malloc(32768), *b = malloc(32768);
+    fprintf(stderr, "<not caught: %p %p>\n", a, b);
+    return 0;
+}
+
+Test(hardening, a_double_free_of_a_large_block_cached_by_another_thread_aborts, .timeout = 60)
+{
+    expect_abort(large_twice_across_threads, NULL, "tide: free(): double free 0x");
 }
 
 /* A use after free that clears a cached large block's key is found when the block is
- * handed out again. */
+ * handed out again (glibc 2.36 dies of SIGSEGV in malloc on this one). */
 static int cleared_key_large(void *arg)
 {
     (void)arg;
@@ -206,45 +236,54 @@ static int cleared_key_large(void *arg)
 
 Test(hardening, a_cleared_key_of_a_cached_large_block_aborts, .timeout = 60)
 {
-    expect_abort(cleared_key_large, NULL, "tide: malloc(): corrupted free list: the free block 0x");
+    expect_abort(cleared_key_large, NULL, "tide: malloc(): corrupted free list: 0x");
 }
 
-/* The cycle again, with sixteen more frees after it: they fill the cache of a large class
- * (which holds at most 8 blocks) and make it flush: the flush must stop at p's second
- * appearance, not walk the loop and give p's pages back twice. */
-static int cleared_key_flushed(void *arg)
+/* A link forged to a live block of the class, by one who read a free block's link while it
+ * ended the list: the encoded word XOR the new target is the new link, whatever the
+ * secret.  The block it leads to is in use, not cached: malloc must not hand it out. */
+static int forge_to_live_large(void *arg)
 {
-    size_t size = (size_t)(uintptr_t)arg;
-    void **p = malloc(size), **q = malloc(size), *more[16];
-    for (unsigned i = 0; i < 16; i++)
-        more[i] = malloc(size);
-    free(p);
-    free(q);
-    ((void *volatile *)p)[1] = NULL; /* the use after free (volatile: a compiler that knows free would drop it) */
-    free(p);
-    for (unsigned i = 0; i < 16; i++)
-        free(more[i]);
-    void *a = malloc(size), *b = malloc(size), *c = malloc(size);
-    fprintf(stderr, "<not caught: %p %p %p>\n", a, b, c);
+    (void)arg;
+    void **live = malloc(16384), **p = malloc(16384);
+    free(p); /* the cache's only 16 KiB block: its link encodes NULL */
+    ((uintptr_t *)p)[0] ^= (uintptr_t)live;
+    void *a = malloc(16384), *b = malloc(16384);
+    fprintf(stderr, "<not caught: %p %p (live %p)>\n", a, b, (void *)live);
     return 0;
 }
 
-static void cleared_key_flushed_case(size_t size)
+Test(hardening, a_forged_link_to_a_large_block_in_use_aborts, .timeout = 60)
 {
-    expect_abort(cleared_key_flushed, (void *)(uintptr_t)size, "tide: free(): double free 0x");
+    expect_abort(forge_to_live_large, NULL, "tide: malloc(): corrupted free list: 0x");
 }
 
-Test(hardening, a_double_free_with_its_key_cleared_found_by_a_flush_16k, .timeout = 60)
+/* A forged link that replaces a cached block by a live one (x freed, then p: p's link
+ * names x; made to name the live block, whose own first word is made to end the list),
+ * then frees enough to make the cache flush: the list is as long as the cache's count, so
+ * only the extent's mark tells the flush that the block is not to be given back.  The
+ * secret comes from x's link, which ended the list; the encoding is the library's
+ * (src/freelist.h: link XOR its address times 0x5bd1e995 XOR the secret). */
+static int forge_to_live_large_flushed(void *arg)
 {
-    cleared_key_flushed_case(16384);
+    (void)arg;
+    void **live = malloc(16384), **x = malloc(16384), **p = malloc(16384), *more[16];
+    for (unsigned i = 0; i < 16; i++)
+        more[i] = malloc(16384);
+    free(x); /* the cache's only 16 KiB block: its link encodes NULL */
+    uintptr_t secret = ((uintptr_t *)x)[0] ^ (uintptr_t)x * 0x5bd1e995u;
+    free(p);
+    ((uintptr_t *)p)[0] ^= (uintptr_t)x ^ (uintptr_t)live;
+    ((uintptr_t *)live)[0] = (uintptr_t)live * 0x5bd1e995u ^ secret;
+    for (unsigned i = 0; i < 16; i++)
+        free(more[i]);
+    fprintf(stderr, "<not caught (live %p)>\n", (void *)live);
+    return 0;
 }
-Test(hardening, a_double_free_with_its_key_cleared_found_by_a_flush_32k, .timeout = 60)
+
+Test(hardening, a_forged_link_to_a_large_block_in_use_aborts_in_a_flush, .timeout = 60)
 {
-    cleared_key_flushed_case(32768);
-}
-Test(hardening, a_double_free_with_its_key_cleared_found_by_a_flush_64k, .timeout = 60)
-{
-    cleared_key_flushed_case(65536);
+    expect_abort(forge_to_live_large_flushed, NULL, "tide: free(): corrupted free list: the object after 0x");
 }
 
 /* ---- a slot never handed out -------------------------------------------------------------- */
