@@ -17,8 +17,9 @@
  *   a kept empty slab       a block whose slab emptied and stays in its bin, freed again,
  *                           is a double free (its regions keep their key when kept, and
  *                           handed out again they free cleanly).
- * And one false alarm that must not be: a large block whose pages still hold a slab's
- * mark, shrunk by realloc into a small block and freed.
+ * And false alarms that must not be: a large block whose pages still hold a slab's
+ * mark, shrunk by realloc into a small block and freed; a live block holding a copy of a
+ * freed one's key.
  * (The double frees of large blocks are in misuse.c.)  Each attack runs in a child.
  */
 #include <criterion/criterion.h>
@@ -353,6 +354,39 @@ Test(hardening, a_mark_left_in_a_large_block_is_no_invalid_pointer_when_realloc_
 {
     stale_mark_case(100 << 10);
     stale_mark_case(3 << 20);
+}
+
+/* A live block holding a copy of a freed block's first words (its link and its key, as
+ * glibc's tst-tcfree3 copies them) frees as any other: the key alone is no double free,
+ * for a small block or a large one of a cached class, and neither is the mark of a block
+ * of that size that a cache holds. */
+static int copied_key(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void *volatile a = malloc(size), *volatile b = malloc(size);
+    free(a);
+    memcpy(b, a, 32); /* volatile: the read of a freed block is on purpose */
+    free(b);
+    void *c = malloc(size), *d = malloc(size);
+    if (!c || !d || c == d)
+        return 3;
+    free(c);
+    free(d);
+    return 0;
+}
+
+Test(hardening, a_copied_key_in_a_live_block_is_no_double_free, .timeout = 60)
+{
+    static const size_t sizes[] = { 32, 1024, 16384, 40960, 65536 };
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        struct tt_child_spec spec = { .fn = copied_key, .arg = (void *)(uintptr_t)sizes[i], .timeout_s = 60 };
+        struct tt_child c;
+        cr_assert_eq(tt_child_run(&spec, &c), 0);
+        char how[96];
+        cr_expect(tt_child_exited(&c, 0), "%zu bytes: the child %s (stderr: %s)", sizes[i], tt_child_how(&c, how, sizeof how),
+                  c.err);
+        tt_child_free(&c);
+    }
 }
 
 /* ---- slabs kept empty in their bin ----------------------------------------------------- */
