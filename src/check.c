@@ -3,7 +3,8 @@
  * With every lock held, walk each range from base to end through the page map and check
  * that extents tile it exactly, that every page-map entry the fast path may read is
  * right, that free runs are coalesced and counted, that slab bitmaps agree with their
- * counts, that the empty slabs the bins keep are empty slabs of their bin, and that the
+ * counts, that the empty slabs the bins keep are empty slabs of their bin, that only large
+ * blocks of cached classes carry the mark of a block in a thread cache, and that the
  * statistics reconcile. */
 #include "check.h"
 
@@ -45,6 +46,9 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
             n = e->npages;
             if (extent_end(e) > end)
                 return check_fail("extent runs past the end of its range", a);
+            /* Only a large block of a cached class is ever in a thread cache. */
+            if (ATOMIC_LOAD(&e->cached) && (e->state != EXTENT_LARGE || e->cls >= SC_NCACHED))
+                return check_fail("cached mark on an extent no cache holds", a);
             if (e->state < EXTENT_NFREE || e->state == EXTENT_PURGING) {
                 if (entry != pm_free_edge(e) || pm_read(r, extent_end(e) - PAGE) != pm_free_edge(e))
                     return check_fail("free run with bad boundary entries", a);

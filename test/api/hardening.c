@@ -389,6 +389,53 @@ Test(hardening, a_copied_key_in_a_live_block_is_no_double_free, .timeout = 60)
     }
 }
 
+/* And the marks' everyday use: large blocks of cached classes allocated by one thread,
+ * freed by another (into that thread's cache, flushed when it fills and when the thread
+ * exits), allocated again from there: no false alarm, and the heap check finds the marks
+ * only on blocks that caches hold. */
+#define HANDED_N 96
+static void *handed[HANDED_N];
+
+static void *alloc_handed(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < HANDED_N; i++) {
+        handed[i] = malloc(16384 + (i % 13) * 4096); /* 16-64 KiB */
+        if (handed[i])
+            memset(handed[i], (int)i, 64);
+    }
+    return NULL;
+}
+
+static void *free_handed_then_reuse(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < HANDED_N; i += 2)
+        free(handed[i]);
+    for (unsigned i = 0; i < HANDED_N; i += 2)
+        handed[i] = malloc(16384 + (i % 13) * 4096); /* from this thread's cache first */
+    return tide_check() == 0 ? NULL : (void *)1;
+}
+
+Test(hardening, large_blocks_handed_between_threads_free_cleanly, .timeout = 120)
+{
+    for (unsigned round = 0; round < 4; round++) {
+        pthread_t t;
+        void *bad = NULL;
+        cr_assert_eq(pthread_create(&t, NULL, alloc_handed, NULL), 0);
+        pthread_join(t, NULL);
+        for (unsigned i = 0; i < HANDED_N; i++)
+            cr_assert(handed[i] != NULL);
+        cr_assert_eq(pthread_create(&t, NULL, free_handed_then_reuse, NULL), 0);
+        pthread_join(t, &bad);
+        cr_assert_null(bad, "round %u: tide_check() failed in the thread (see stderr)", round);
+        cr_assert_eq(tide_check(), 0, "round %u: tide_check() failed after the thread exited (see stderr)", round);
+        for (unsigned i = 0; i < HANDED_N; i++)
+            free(handed[i]); /* the main thread's cache, its flushes */
+        cr_assert_eq(tide_check(), 0, "round %u: tide_check() failed after the frees (see stderr)", round);
+    }
+}
+
 /* ---- slabs kept empty in their bin ----------------------------------------------------- */
 
 /* A slab whose regions were all freed stays in its bin (arena.c) with what each region held
