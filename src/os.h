@@ -33,6 +33,7 @@ typedef enum {
     OS_OP_UNMAP,   /* munmap of a range's tail */
     OS_OP_GUARD,   /* MADV_GUARD_INSTALL fails with EINVAL, as before Linux 6.13 */
     OS_OP_NAME,    /* plays a kernel that names mappings: os_name is recorded, not made, and works */
+    OS_OP_NO_PROCMAP_QUERY, /* the PROCMAP_QUERY ioctl fails with ENOTTY, as before Linux 6.11 */
     OS_OP_COUNT
 } os_op_t;
 
@@ -140,13 +141,16 @@ int os_file_write(int fd, const void *buf, size_t n);
 int os_file_close(int fd);
 /* Append /proc/self/maps to FD. */
 int os_copy_maps(int fd);
-/* The VMA of /proc/self/maps that holds ADDR: [*LO, *HI); ENOENT when none does. */
+/* The mapping that holds ADDR, [*LO, *HI), as /proc/self/maps has it; ENOENT when none
+ * does, EACCES when it cannot be read. */
 int os_vma_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 long os_getpid(void);
 
 #ifdef TIDE_FAULT_INJECTION
 /* Test hook: make the next COUNT calls of OP after SKIP successful ones fail with ENOMEM. */
 void os_fault_set(os_op_t op, long skip, long count);
+/* How many os_vma_of lookups the kernel answered through PROCMAP_QUERY (found or not). */
+extern unsigned long os_vma_queries;
 
 /* The fault-injection build also records, from the start of the process, the calls that
  * make or change tide's mappings, in the order they returned, so that tests can check

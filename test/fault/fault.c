@@ -16,7 +16,8 @@
  * kernel without guard pages (MADV_GUARD_INSTALL is EINVAL before Linux 6.13): guard:on
  * warns once and goes on without them.  Op 10 plays a kernel that names mappings (os_name
  * is recorded and works, without the prctl), so that the namings of every mapping can be
- * checked on this machine's kernel, which has none.
+ * checked on this machine's kernel, which has none.  Op 11 plays a kernel without
+ * PROCMAP_QUERY (before Linux 6.11): a mapping is looked up in the text of the maps file.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,7 +40,7 @@
 
 enum {
     F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
-    F_PROBE = 7, F_UNMAP = 8, F_GUARD = 9, F_NAME_PLAY = 10, F_COUNT = 11
+    F_PROBE = 7, F_UNMAP = 8, F_GUARD = 9, F_NAME_PLAY = 10, F_NO_PROCMAP_QUERY = 11, F_COUNT = 12
 };
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
@@ -920,6 +922,81 @@ Test(fault, os_primitives_keep_errno, .timeout = 60)
     dup2(saved, 2);
     close(saved);
     munmap(pg, PAGE);
+}
+
+/* os_vma_of asks the kernel for one mapping with PROCMAP_QUERY where it can, and reads
+ * /proc/self/maps where it cannot: both give the same answers, for a thread's stack, a
+ * page of tide's heap, a page of our own with a hole beside it, one that cannot be read,
+ * and code. */
+typedef struct {
+    int err;
+    uintptr_t lo, hi;
+} vma_answer_t;
+
+static vma_answer_t vma_of(uintptr_t addr)
+{
+    vma_answer_t a = { 0, 0, 0 };
+    KEEP_ERRNO(a.err = os_vma_of(addr, &a.lo, &a.hi));
+    return a;
+}
+
+static void *stack_of_a_thread(void *arg)
+{
+    volatile int here = 0;
+    *(vma_answer_t *)arg = vma_of((uintptr_t)&here);
+    return NULL;
+}
+
+Test(fault, a_mapping_is_found_alike_with_and_without_procmap_query, .timeout = 60)
+{
+    char *heap = malloc(100);
+    char *pg = mmap(NULL, 3 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(pg != MAP_FAILED);
+    munmap(pg + PAGE, PAGE); /* [pg, +4K) ours, a hole, [pg + 8K, +4K) unreadable */
+    cr_assert(mprotect(pg + 2 * PAGE, PAGE, PROT_NONE) == 0);
+    volatile int here = 0;
+    const uintptr_t at[] = { (uintptr_t)&here, (uintptr_t)heap, (uintptr_t)pg, (uintptr_t)pg + PAGE,
+                             (uintptr_t)pg + 2 * PAGE, (uintptr_t)&malloc };
+    const char *what[] = { "the main stack", "tide's heap", "our page", "the hole", "an unreadable page", "code" };
+    enum { N = sizeof at / sizeof at[0] };
+    vma_answer_t by_query[N + 1], by_text[N + 1];
+    unsigned long queries = os_vma_queries;
+    for (unsigned i = 0; i < N; i++)
+        by_query[i] = vma_of(at[i]);
+    pthread_t t;
+    cr_assert(pthread_create(&t, NULL, stack_of_a_thread, &by_query[N]) == 0);
+    pthread_join(t, NULL);
+    unsigned long asked = os_vma_queries - queries;
+    arm(F_NO_PROCMAP_QUERY, 0, ALWAYS);
+    for (unsigned i = 0; i < N; i++)
+        by_text[i] = vma_of(at[i]);
+    cr_assert(pthread_create(&t, NULL, stack_of_a_thread, &by_text[N]) == 0);
+    pthread_join(t, NULL);
+    unsigned long asked_without = os_vma_queries - queries - asked;
+    disarm();
+    cr_expect(by_text[0].err == 0 && by_text[0].lo <= at[0] && at[0] < by_text[0].hi, "the main stack: %d",
+              by_text[0].err);
+    cr_expect(by_text[N].err == 0 && by_text[N].hi - by_text[N].lo >= 16 * PAGE, "a thread's stack: %d",
+              by_text[N].err);
+    cr_expect(by_text[2].err == 0 && by_text[2].lo == (uintptr_t)pg && by_text[2].hi == (uintptr_t)pg + PAGE);
+    cr_expect(by_text[3].err == ENOENT, "the hole: %d", by_text[3].err);
+    cr_expect(by_text[4].err == EACCES, "an unreadable page: %d", by_text[4].err);
+    for (unsigned i = 0; i <= N; i++) {
+        const char *w = i < N ? what[i] : "a thread's stack";
+        cr_expect(by_query[i].err == by_text[i].err && by_query[i].lo == by_text[i].lo &&
+                      by_query[i].hi == by_text[i].hi,
+                  "%s: query %d [%#lx, %#lx), text %d [%#lx, %#lx)", w, by_query[i].err, by_query[i].lo,
+                  by_query[i].hi, by_text[i].err, by_text[i].lo, by_text[i].hi);
+    }
+    cr_expect(asked_without == 0, "%lu queries made with the kernel played without them", asked_without);
+    /* This machine's kernel (6.18) answers the query; an older one is asked once. */
+    struct utsname u;
+    int major = 0, minor = 0;
+    if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 && (major > 6 || (major == 6 && minor >= 11)))
+        cr_expect(asked == N + 1, "%lu of %u lookups answered by the query", asked, N + 1);
+    munmap(pg, PAGE);
+    munmap(pg + 2 * PAGE, PAGE);
+    free(heap);
 }
 
 /* A moved block that grew in place and moved again is made of two pieces.  A shrink whose
