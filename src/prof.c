@@ -92,13 +92,6 @@ static __thread prof_tls_t prof_tls __attribute__((tls_model("initial-exec")));
 
 /* ---- numbers: libc and pthreads only, so no libm --------------------------------- */
 
-/* (-1)^k / k!, k = 0..17: the Taylor coefficients of exp(-x). */
-static const double prof_exp_neg_coef[18] = {
-    1.0, -1.0, 1.0 / 2, -1.0 / 6, 1.0 / 24, -1.0 / 120, 1.0 / 720, -1.0 / 5040, 1.0 / 40320, -1.0 / 362880,
-    1.0 / 3628800, -1.0 / 39916800, 1.0 / 479001600, -1.0 / 6227020800, 1.0 / 87178291200,
-    -1.0 / 1307674368000, 1.0 / 20922789888000, -1.0 / 355687428096000,
-};
-
 /* A sample pays for its interval (a logarithm) and, when its size is not a class's, its
  * weight (an exponential): fixed polynomials, with no division in a loop (the series
  * summed term by term cost 150-170 instructions each, as much as the rest of a sample). */
@@ -125,30 +118,44 @@ TIDE_SAMPLE_PATH double prof_ln(double x) /* x > 0, normal */
     return 2 * z * s + e * 0.6931471805599453;
 }
 
-/* 1 - exp(-x), x >= 0, accurate for tiny x too. */
-TIDE_SAMPLE_PATH static double prof_one_minus_exp_neg(double x)
+/* 2^(-j/32), j = 0..31. */
+static const double prof_exp2_neg32[32] = {
+    1.0, 0.9785720620877001, 0.9576032806985737, 0.93708381705515,
+    0.9170040432046712, 0.8973545375015536, 0.8781260801866497, 0.859309649061239,
+    0.8408964152537145, 0.8228777390769825, 0.8052451659746271, 0.7879904225539432,
+    0.7711054127039704, 0.7545822137967114, 0.7384130729697497, 0.7225904034885233,
+    0.7071067811865476, 0.691954940981916, 0.6771277734684463, 0.6626183215798707,
+    0.6484197773255048, 0.6345254785958666, 0.620928906036742, 0.6076236799902345,
+    0.5946035575013605, 0.5818624293887887, 0.5693943173783458, 0.5571933712979462,
+    0.5452538663326288, 0.5335702003384118, 0.5221368912137069, 0.5109485743270583,
+};
+
+/* 1 - exp(-x), x >= 0, to within 1e-13 of itself (1.2e-14 at worst, test/unit/prof_math),
+ * tiny x too: the weight of a block whose size is no class's.  Seven terms of a series in
+ * something below 1/32, where the series in x itself took up to eighteen terms (some 100
+ * instructions a sample of a large block, a sixth of what the sample cost). */
+TIDE_SAMPLE_PATH double prof_one_minus_exp_neg(double x)
 {
-    if (x > 40)
-        return 1;
-    if (x < 0.5) {
-        /* x - x^2/2! + x^3/3! - ...: as many terms as leave out less than 1e-17 of the sum
-         * (a small block, x ~ 1e-4, needs five). */
-        int n = x < 1e-3 ? 5 : x < 0.03 ? 8 : x < 0.125 ? 11 : 16;
-        double s = 0;
-        for (int k = n; k >= 1; k--)
-            s = s * x - prof_exp_neg_coef[k];
-        return s * x;
+    if (!(x < 40))
+        return 1; /* exp(-40) is below half an ulp of 1 */
+    if (x < 1.0 / 32) {
+        /* x (1 - x/2! + x^2/3! - ... + x^6/7!): what is left out is below x^7/8!, 1e-15 of it. */
+        double y = -x;
+        double s = (((((y * (1.0 / 5040) + 1.0 / 720) * y + 1.0 / 120) * y + 1.0 / 24) * y + 1.0 / 6) * y + 0.5) * y +
+                   1;
+        return x * s;
     }
-    /* exp(-x) = 2^-k exp(-r), 0 <= r < ln 2: seventeen terms, then 2^-k in the exponent. */
-    int k = (int)(x / 0.6931471805599453);
-    double r = x - k * 0.6931471805599453, s = 0;
-    for (int i = 17; i >= 0; i--)
-        s = s * r + prof_exp_neg_coef[i];
+    /* exp(-x) = 2^-(n div 32) 2^-((n mod 32)/32) exp(-f), n = floor(32 x / ln 2), f < ln 2 / 32:
+     * the first factor in the exponent, the second from the table, the third in seven
+     * terms (what is left out is below f^7/7!, 5e-16). */
+    int n = (int)(x * (32 / 0.6931471805599453));
+    double y = n * 0.02166084939249829 - x; /* -f */
+    double e = (((((y * (1.0 / 720) + 1.0 / 120) * y + 1.0 / 24) * y + 1.0 / 6) * y + 0.5) * y + 1) * y + 1;
     union {
         double d;
         uint64_t u;
-    } scale = { .u = (uint64_t)(1023 - k) << 52 };
-    return 1 - s * scale.d;
+    } scale = { .u = (uint64_t)(1023 - (n >> 5)) << 52 };
+    return 1 - e * prof_exp2_neg32[n & 31] * scale.d;
 }
 
 TIDE_SAMPLE_PATH static uint64_t prof_random(void)

@@ -97,9 +97,11 @@ void prof_reattach(const extent_prof_t *rec, extent_t *e);
  * prof_backtrace). */
 void prof_resized(const extent_prof_t *rec, extent_t *e, size_t old_size, size_t size, void *frame);
 
-/* The natural logarithm of X > 0 (normal), to about 1e-10 relative: the profiler's
- * intervals (without libm). */
+/* Without libm: the natural logarithm of X > 0 (normal), to about 1e-10 relative (the
+ * profiler's intervals), and 1 - exp(-X) for X >= 0, to about 1e-13 relative (the weight of
+ * a block whose size is no class's). */
 double prof_ln(double x) TIDE_HIDDEN;
+double prof_one_minus_exp_neg(double x) TIDE_HIDDEN;
 
 /* tide_prof_dump(): 0 or an errno value (ENOENT with the profiler off). */
 int prof_dump(const char *path);

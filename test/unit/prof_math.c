@@ -1,7 +1,9 @@
 /*
  * prof_math.c - the profiler's logarithm (src/prof.c, prof_ln), which draws every
  * sampling interval without libm, against libm's log: over the values an interval is
- * drawn from (k / 2^53, k = 1 .. 2^53) and over the whole range of normal doubles.
+ * drawn from (k / 2^53, k = 1 .. 2^53) and over the whole range of normal doubles.  And
+ * its 1 - exp(-x) (prof_one_minus_exp_neg), a block's probability of being sampled,
+ * against libm's -expm1(-x), from sizes far below the sampling rate to far above it.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -60,4 +62,33 @@ Test(prof_math, the_logarithm_holds_over_every_exponent)
             cr_assert_leq(rel_error(x), 1e-10, "prof_ln(%a) = %a, log: %a", x, prof_ln(x), log(x));
         }
     }
+}
+
+/* The worst relative error of 1 - exp(-x) over X from 2^-40 to 64: each binade in 4,000
+ * random points, and the ends of the pieces the function is made of (1/32, where the
+ * series gives way to the table; 40, past which it is 1) with their neighbours. */
+Test(prof_math, one_minus_exp_is_exact_to_1e_13_from_tiny_to_huge_sizes)
+{
+    uint64_t s = 777;
+    double worst = 0, at = 0;
+    for (int ex = -40; ex <= 6; ex++) {
+        for (int i = 0; i < 4000; i++) {
+            double x = ldexp(1 + (double)(rng_next(&s) >> 11) * (1.0 / 9007199254740992.0), ex);
+            double want = -expm1(-x), err = fabs(prof_one_minus_exp_neg(x) - want) / want;
+            if (err > worst)
+                worst = err, at = x;
+        }
+    }
+    const double edges[] = { 1.0 / 32, 40, 0.6931471805599453 / 32, 0.6931471805599453, 0.5, 1 };
+    for (unsigned i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        const double xs[] = { nextafter(edges[i], 0), edges[i], nextafter(edges[i], 100) };
+        for (unsigned k = 0; k < 3; k++) {
+            double want = -expm1(-xs[k]), err = fabs(prof_one_minus_exp_neg(xs[k]) - want) / want;
+            if (err > worst)
+                worst = err, at = xs[k];
+        }
+    }
+    cr_assert_leq(worst, 1e-13, "prof_one_minus_exp_neg(%a) is off by %g of -expm1's", at, worst);
+    cr_assert_eq(prof_one_minus_exp_neg(0.0), 0.0);
+    cr_assert_eq(prof_one_minus_exp_neg(1000.0), 1.0);
 }
