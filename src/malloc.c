@@ -152,6 +152,15 @@ TIDE_INLINE void block_free(void *p, const block_t *b)
     large_free(e);
 }
 
+/* A freed object still in a thread cache or back in its slab looks live to block_lookup:
+ * found here, before FUNC checks the size it was given, it is reported as FUNC's double
+ * free (block_free would find it too, but as free's). */
+static inline void free_check_not_freed(void *p, const block_t *b, const char *func)
+{
+    if (unlikely(b->cls != EXTENT_NO_CLASS && fl_marked(p)))
+        tcache_check_not_freed(p, b->cls, func);
+}
+
 /* ---- allocation ---------------------------------------------------------------------- */
 
 #define ENTRY_FRAME() __builtin_frame_address(0)
@@ -489,9 +498,7 @@ static void *realloc_impl(void *p, size_t size, void *frame)
     }
     block_t b;
     block_lookup(p, "realloc", &b);
-    /* A freed object still in a thread cache or back in its slab looks live here. */
-    if (unlikely(b.cls != EXTENT_NO_CLASS && fl_marked(p)))
-        tcache_check_not_freed(p, b.cls, "realloc");
+    free_check_not_freed(p, &b, "realloc");
     size_t usable = sc_usable(size);
     if (unlikely(!usable)) {
         errno = ENOMEM;
@@ -556,6 +563,7 @@ static TIDE_NOINLINE void free_sized_slow(void *p, size_t size)
         return;
     block_t b;
     block_lookup(p, "free_sized", &b);
+    free_check_not_freed(p, &b, "free_sized");
     if (unlikely(!size_fits_block(size, b.usable)))
         report_fatal("free_sized", "size does not match the allocation of", p);
     block_free(p, &b);
@@ -574,6 +582,7 @@ static TIDE_NOINLINE void free_aligned_sized_slow(void *p, size_t align, size_t 
         return;
     block_t b;
     block_lookup(p, "free_aligned_sized", &b);
+    free_check_not_freed(p, &b, "free_aligned_sized");
     unsigned cls;
     size_t want = align <= QUANTUM ? sc_usable(size) : aligned_usable(align, size, &cls);
     if (unlikely(want != b.usable && !size_fits_block(size, b.usable)))

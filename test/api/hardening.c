@@ -539,8 +539,14 @@ static int sized_misuse(void *arg)
         free_sized((char *)p + 16, 48);
     } else if (how == 3) { /* the next region of the slab, never handed out */
         free_sized((char *)p + 64 * 200, 64);
-    } else { /* a size of another class */
+    } else if (how == 4) { /* a size of another class */
         free_sized(p, 100);
+    } else if (how == 5) { /* freed, then freed again with a wrong size: the double free is what is wrong */
+        free(p);
+        free_sized(p, 100);
+    } else { /* freed, then freed again by free_aligned_sized */
+        free(p);
+        free_aligned_sized(p, 16, 64);
     }
     fprintf(stderr, "<not caught>\n");
     return 0;
@@ -548,7 +554,7 @@ static int sized_misuse(void *arg)
 
 Test(hardening, free_sized_twice_aborts, .timeout = 60)
 {
-    expect_abort(sized_misuse, (void *)0, "tide: free(): double free 0x");
+    expect_abort(sized_misuse, (void *)0, "tide: free_sized(): double free 0x");
 }
 Test(hardening, free_sized_twice_with_its_key_cleared_aborts, .timeout = 60)
 {
@@ -565,4 +571,12 @@ Test(hardening, free_sized_of_a_slot_never_handed_out_aborts, .timeout = 60)
 Test(hardening, free_sized_with_the_size_of_another_class_aborts, .timeout = 60)
 {
     expect_abort(sized_misuse, (void *)4, "tide: free_sized(): size does not match the allocation of 0x");
+}
+Test(hardening, free_sized_of_a_freed_block_is_its_double_free_whatever_the_size, .timeout = 60)
+{
+    expect_abort(sized_misuse, (void *)5, "tide: free_sized(): double free 0x");
+}
+Test(hardening, free_aligned_sized_of_a_freed_block_aborts_as_its_double_free, .timeout = 60)
+{
+    expect_abort(sized_misuse, (void *)6, "tide: free_aligned_sized(): double free 0x");
 }
