@@ -13,7 +13,15 @@ times, and reports per row:
   pairs  the median of the ratios of each adjacent A, B pair (a slow stretch of the
          machine hurts both runs of a pair);
   fast   the ratio of the fastest tenths' (10th percentiles): the noise only ever slows a
-         run down, so the fast runs are the ones closest to what the code costs.
+         run down, so the fast runs are the ones closest to what the code costs;
+  cpu    the pairs' median ratio of the run's CPU time (user + system, getrusage): other
+         work that takes the CPUs away lengthens a run's time but not its CPU time, and
+         spinning or faulting more lengthens both;
+  faults the ratio of the median minor page faults (a change in the heap's layout shows
+         there first).
+
+cpu and faults are of the whole process, start-up included; for the ebizzy rows, whose
+runs last a fixed time, they are per record.
 
 Ratios are B / A in time (ebizzy: in records per second, inverted, so that above 1 is
 slower for every row).  Two builds: --a LABEL=LIBTIDE.SO --b LABEL=LIBTIDE.SO; two
@@ -26,6 +34,7 @@ Usage: bench/ab.py --builddir . --a base=/tmp/base/src/.libs/libtide.so --b new=
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,25 +72,31 @@ def variant(text):
 
 
 def measure(bindir, row, work, v):
+    """The row's figure under V, with the run's CPU seconds and minor faults."""
     argv, key, _ = ROWS[row]
     argv = [os.path.join(bindir, argv[0])] + [a.replace("{w}", str(work)) for a in argv[1:]]
     env = dict(os.environ, LD_PRELOAD=v[1])
     env.pop("TIDE_CONF", None)
     if v[2]:
         env["TIDE_CONF"] = v[2]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         sys.exit(f"ab.py: {row} under {v[0]} failed ({out.returncode}): {out.stderr.strip()[:300]}")
     if out.stdout.lstrip().startswith("{"):
         res = json.loads(out.stdout)
         value, provider = res[key], res.get("allocator")
+        per = res.get("records") or value  # the ebizzy rows: per record
     else:
         words = out.stdout.split()
         value = float(words[words.index(key) + 1])
         provider = words[words.index("allocator") + 1] if "allocator" in words else None
+        per = 1
     if provider and os.path.realpath(provider) != os.path.realpath(v[1]):
         sys.exit(f"ab.py: {row} under {v[0]} ran {provider}, not {v[1]}")
-    return value
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return value, cpu / per, (after.ru_minflt - before.ru_minflt) / per
 
 
 def tenth(xs):
@@ -108,25 +123,28 @@ def main():
     print(f"A = {args.a[0]} ({args.a[1]}{' ' + args.a[2] if args.a[2] else ''}), "
           f"B = {args.b[0]} ({args.b[1]}{' ' + args.b[2] if args.b[2] else ''}); "
           f"{args.runs} runs of each, alternating; ratios B / A in time")
-    print(f"| row | A median | B median | med | pairs | fast |")
-    print(f"|---|---:|---:|---:|---:|---:|")
+    print(f"| row | A median | B median | med | pairs | fast | cpu | faults |")
+    print(f"|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         higher_better = ROWS[row][2]
-        a, b = [], []
+        a, b, ca, cb, fa, fb = [], [], [], [], [], []
         for i in range(args.runs):
             first, second = (args.a, args.b) if i % 2 == 0 else (args.b, args.a)
-            x = measure(bindir, row, args.work, first)
-            y = measure(bindir, row, args.work, second)
-            (a if first is args.a else b).append(x)
-            (b if first is args.a else a).append(y)
+            for v in (first, second):
+                x, cpu, faults = measure(bindir, row, args.work, v)
+                (a if v is args.a else b).append(x)
+                (ca if v is args.a else cb).append(cpu)
+                (fa if v is args.a else fb).append(faults)
         if higher_better:  # as times: the inverse
             a, b = [1 / x for x in a], [1 / x for x in b]
         med = statistics.median(b) / statistics.median(a)
         pairs = statistics.median(y / x for x, y in zip(a, b))
         fast = tenth(b) / tenth(a)
+        cpu = statistics.median(y / x for x, y in zip(ca, cb) if x > 0)
+        faults = statistics.median(fb) / max(statistics.median(fa), 1e-12)
         unit = "s/record" if higher_better else "s"
         print(f"| {row} | {statistics.median(a):.4g} {unit} | {statistics.median(b):.4g} {unit} "
-              f"| {med:.3f} | {pairs:.3f} | {fast:.3f} |", flush=True)
+              f"| {med:.3f} | {pairs:.3f} | {fast:.3f} | {cpu:.3f} | {faults:.3f} |", flush=True)
     return 0
 
 
