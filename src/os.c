@@ -707,13 +707,8 @@ static int os_vma_query(int fd, uintptr_t addr, os_vma_query_t *out)
     if (ATOMIC_LOAD(&os_query_state) < 0 || os_fault(OS_OP_NO_PROCMAP_QUERY))
         return ENOTTY;
     os_procmap_query_t q = { .size = sizeof q, .query_addr = addr };
-    if (syscall(SYS_ioctl, fd, OS_PROCMAP_QUERY, &q) != 0) {
-        if (errno == ENOENT) {
-#ifdef TIDE_FAULT_INJECTION
-            ATOMIC_ADD(&os_vma_queries, 1);
-#endif
-            return ENOENT;
-        }
+    bool found = syscall(SYS_ioctl, fd, OS_PROCMAP_QUERY, &q) == 0;
+    if (!found && errno != ENOENT) {
         if (errno == ENOTTY || errno == EINVAL) /* before 6.11, or a struct it does not know */
             ATOMIC_STORE(&os_query_state, -1);
         return ENOTTY;
@@ -721,6 +716,8 @@ static int os_vma_query(int fd, uintptr_t addr, os_vma_query_t *out)
 #ifdef TIDE_FAULT_INJECTION
     ATOMIC_ADD(&os_vma_queries, 1);
 #endif
+    if (!found)
+        return ENOENT;
     out->lo = (uintptr_t)q.vma_start;
     out->hi = (uintptr_t)q.vma_end;
     out->readable = (q.vma_flags & OS_PROCMAP_READABLE) != 0;
