@@ -116,8 +116,8 @@ int main(void)
 
     /* Thread-cache capacity.  A class starts with about two slabs' worth of small regions
      * (20 to 200, at most 128 KiB) and grows on demand, each time the cache runs dry, up
-     * to 128 KiB of regions (at most 1024); large classes hold a few extents and do not
-     * grow. */
+     * to 512 KiB of regions (at most 4096), within the thread's budget (tcache.c); large
+     * classes hold a few extents and do not grow. */
     unsigned cap_init[64], cap_limit[64];
     for (unsigned i = 0; i < nsizes; i++) {
         unsigned m, lim;
@@ -128,8 +128,8 @@ int main(void)
                 m = 128 * 1024 / sizes[i];
             if (m < 4)
                 m = 4;
-            lim = 128 * 1024 / sizes[i];
-            lim = lim > 1024 ? 1024 : lim < m ? m : lim;
+            lim = 512 * 1024 / sizes[i];
+            lim = lim > 4096 ? 4096 : lim < m ? m : lim;
         } else {
             m = 128 * 1024 / sizes[i];
             m = m < 2 ? 2 : m > 8 ? 8 : m;

@@ -181,6 +181,63 @@ static void tcache_flush_all(tcache_t *tc)
             tcache_flush(tc, c, 0, NULL);
 }
 
+/* ---- the budget ------------------------------------------------------------------- */
+
+/* Small class CLS had a slow-path event (it ran dry or overflowed). */
+TIDE_INLINE void note_miss(tcache_t *tc, unsigned cls) { tc->last_miss[cls] = ++tc->tick; }
+
+/* Set small class CLS's capacity to CAP.  A list longer than that goes away whole: the
+ * class gives capacity up because it has not missed for longest, so its objects are the
+ * coldest, and a whole list goes to a transfer cache without walking it. */
+static void set_cap(tcache_t *tc, unsigned cls, unsigned cap)
+{
+    unsigned count = tc->cap[cls] - tcache_room(tc, cls);
+    if (count > cap) {
+        tcache_flush(tc, cls, 0, NULL);
+        count = 0;
+    }
+    tc->cap_bytes = tc->cap_bytes - tc->cap[cls] * sc_size[cls] + cap * sc_size[cls];
+    tc->cap[cls] = (uint16_t)cap;
+    tcache_set_room(tc, cls, cap - count);
+}
+
+/* Small class CLS is to grow to CAP: keep the thread within TCACHE_BUDGET, as tcmalloc's
+ * thread caches take capacity from each other.  Capacity that holds nothing goes first:
+ * the class with the most unused capacity gives up to half of it (never going below where
+ * it started, nor below what it holds), so that no object moves.  Only when no class has
+ * that much unused does the class missed longest ago lose half of its capacity and its
+ * objects.  The budget holds every class's initial capacity and any one class's largest
+ * (test/unit/tcache), so this always ends with room for CAP. */
+static void make_room(tcache_t *tc, unsigned cls, unsigned cap)
+{
+    while (tc->cap_bytes - tc->cap[cls] * sc_size[cls] + cap * sc_size[cls] > TCACHE_BUDGET) {
+        unsigned spare_c = SC_NSMALL, old_c = SC_NSMALL, spare_cap = 0;
+        size_t spare = 0;
+        uint32_t age = 0;
+        for (unsigned c = 0; c < SC_NSMALL; c++) {
+            if (c == cls || tc->cap[c] <= sc_tcache_init[c])
+                continue;
+            unsigned count = tc->cap[c] - tcache_room(tc, c);
+            unsigned to = MAX(MAX(tc->cap[c] / 2u, (unsigned)sc_tcache_init[c]), count);
+            if ((size_t)(tc->cap[c] - to) * sc_size[c] > spare) {
+                spare = (size_t)(tc->cap[c] - to) * sc_size[c];
+                spare_c = c;
+                spare_cap = to;
+            }
+            if (tc->tick - tc->last_miss[c] >= age) {
+                age = tc->tick - tc->last_miss[c];
+                old_c = c;
+            }
+        }
+        if (spare_c != SC_NSMALL)
+            set_cap(tc, spare_c, spare_cap);
+        else if (old_c != SC_NSMALL)
+            set_cap(tc, old_c, MAX(tc->cap[old_c] / 2u, (unsigned)sc_tcache_init[old_c]));
+        else
+            return; /* (not reached: see above) */
+    }
+}
+
 /* ---- life cycle ----------------------------------------------------------------- */
 
 static void tcache_thread_exit(void *arg)
@@ -219,8 +276,12 @@ static void tcache_init(tcache_t *tc)
         tc->state = TCACHE_DISABLED;
         return;
     }
-    for (unsigned c = 0; c < SC_NCACHED; c++)
+    tc->cap_bytes = 0;
+    for (unsigned c = 0; c < SC_NCACHED; c++) {
         tcache_set_room(tc, c, tc->cap[c] = sc_tcache_init[c]);
+        if (c < SC_NSMALL)
+            tc->cap_bytes += tc->cap[c] * sc_size[c];
+    }
     ATOMIC_ADD(&tcache_nthreads, 1);
     tc->state = TCACHE_ACTIVE;
 }
@@ -290,6 +351,10 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
         guard_sample_charge((size_t)got * sc_size[cls]);
     p = head;
     tc->head[cls] = fl_next_checked(p, cls, "malloc");
+    note_miss(tc, cls);
+    if (cap > tc->cap[cls])
+        make_room(tc, cls, cap);
+    tc->cap_bytes += (cap - tc->cap[cls]) * sc_size[cls];
     tc->cap[cls] = (uint16_t)cap;
     tcache_set_room(tc, cls, cap - (got - 1));
     p[1] = NULL; /* a batch from another cache still carries the freed mark */
@@ -388,8 +453,11 @@ static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls, extent_t *ex
     }
     /* Full: keep only the few most recent (warm) objects, so that the cut is found by
      * walking a handful of nodes and the batch given away is big. */
-    if (tcache_room(tc, cls) == 0)
+    if (tcache_room(tc, cls) == 0) {
+        if (cls < SC_NSMALL)
+            note_miss(tc, cls);
         tcache_flush(tc, cls, MIN(tc->cap[cls] / 4u, 8u), p);
+    }
     if (cls >= SC_NSMALL)
         large_mark(tc, ext, cls);
     void **obj = p;

@@ -4,8 +4,10 @@
  * through their first word, and a count of the room left (which shares its word with the
  * heap profiler's countdown of the class's allocations).  malloc pops and free
  * pushes with no lock and no system call; a miss grows the class's capacity (up to
- * 128 KiB of objects) and takes a whole list from a transfer cache when another thread
- * has left one there, else a refill from the thread's arena; a full cache keeps its 8
+ * 512 KiB of objects, within a budget of 4 MiB for all of a thread's small classes: a
+ * class grows by taking capacity from the one least recently missed) and takes a whole
+ * list from a transfer cache when another thread has left one there, else a refill
+ * from the thread's arena; a full cache keeps its 8
  * most recent objects and hands the rest to a transfer cache in one piece (a large
  * class: to the page heap in one lock round).  A freed object's second
  * word holds a per-process key, so that a double free is noticed at once in the
@@ -46,11 +48,21 @@ typedef struct tcache_s {
     /* Bytes this thread may still ask for before the profiler samples one of the requests
      * that the fast path does not count (prof.h): above 14 KiB, aligned, a growth. */
     int64_t prof_left;
+    /* The small classes' capacities in bytes, added up: at most TCACHE_BUDGET. */
+    uint32_t cap_bytes;
+    /* Slow-path events (a class ran dry or overflowed), counted; and when each small
+     * class last had one: the budget takes capacity from the class missed longest ago. */
+    uint32_t tick;
+    uint32_t last_miss[SC_NSMALL];
     uint16_t arena;
     uint8_t state;
 } tcache_t;
 
 extern __thread tcache_t tcache_tls __attribute__((tls_model("initial-exec")));
+
+/* What a thread's small classes' capacities may add up to: as much as their limits
+ * added up to (3.9 MiB) before one class could grow past 128 KiB. */
+#define TCACHE_BUDGET ((uint32_t)(4 * MiB))
 
 #define TCACHE_ROOM_BITS 16
 #define TCACHE_ROOM_MASK (((int64_t)1 << TCACHE_ROOM_BITS) - 1)

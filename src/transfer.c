@@ -16,8 +16,9 @@
 /* What may idle here: per arena 2 MiB, of which one class may hold half.  A producer
  * that sleeps while its consumer drains a ring of 4096 64-byte blocks meets half of them
  * here at once (128 KiB); with 128 KiB per class, prodcons ran at 2-4x the time.  A
- * thread that frees 1000 blocks of 1024 B (bench/powers) hands 872 of them on past its
- * own 128; with 512 KiB a class and 1 MiB an arena, the rest went back into slab bitmaps
+ * thread that frees 1000 blocks of 1024 B (bench/powers) handed 872 of them on past its
+ * own 128 (when no class's cache grew past 128 KiB; now it keeps 512); with 512 KiB a
+ * class and 1 MiB an arena, the rest went back into slab bitmaps
  * and was cut out of them again a moment later, at about 160 instructions an object on
  * the way back and 75 on the way out (17% of the program's instructions). */
 #define TRANSFER_CLASS_MAX_BYTES (1024 * KiB)

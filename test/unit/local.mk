@@ -8,8 +8,9 @@
 #   pagemap     pagemap.h: every entry made is read back as what it is
 #   prof_math   prof.c's logarithm (its sampling intervals) against libm's
 #   refill      tcache.c: a cache refills from the arena of its thread's CPU
+#   tcache      tcache.c: capacities grow to 512 KiB a class, within the thread's 4 MiB budget
 if HAVE_CRITERION
-tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap test/unit/prof_math test/unit/refill
+tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap test/unit/prof_math test/unit/refill test/unit/tcache
 check_PROGRAMS += $(tide_unit_suites)
 TESTS += $(tide_unit_suites)
 tide_unit_cppflags = $(rel_cppflags) -I$(top_srcdir)/src -I$(top_builddir)/src -DTIDE_DEBUG
@@ -57,4 +58,10 @@ test_unit_refill_CPPFLAGS = $(tide_unit_cppflags)
 test_unit_refill_CFLAGS = $(tide_unit_cflags)
 test_unit_refill_LDFLAGS = $(rel_ldflags)
 test_unit_refill_LDADD = $(tide_unit_ldadd)
+
+test_unit_tcache_SOURCES = test/unit/tcache.c $(tide_test_support)
+test_unit_tcache_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_tcache_CFLAGS = $(tide_unit_cflags)
+test_unit_tcache_LDFLAGS = $(rel_ldflags)
+test_unit_tcache_LDADD = $(tide_unit_ldadd)
 endif
