@@ -262,6 +262,10 @@ TIDE_INLINE void *cache_pop(size_t size)
         if (unlikely(!fl_plausible(next) || next == p))
             freelist_corrupt_after(p, next);
         tc->head[cls] = next;
+        /* The next pop's load of NEXT's link is the fast path's one likely miss (a list
+         * freed a while ago): started now, it overlaps what the program does meanwhile
+         * (bench/pairs' batch 0.95x the time, churn 0.97x, one instruction more). */
+        __builtin_prefetch(next);
         p[1] = NULL;
         int64_t room = tc->room[cls] - (TCACHE_PROF_ONE - 1);
         tc->room[cls] = room;
