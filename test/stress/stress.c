@@ -6,7 +6,8 @@
  * allocated, and every byte is checked before it is freed (and before and after each
  * realloc).  Sizes are log-uniform over 1 B - 4 MiB (so half are under 2 KiB), through
  * every allocation entry point.  Objects change hands through shared slots: a thread
- * puts its new object into a random slot and frees whatever was there.
+ * puts its new object into a random slot (of the group its phase gives it, see
+ * PHASE_OPS) and frees whatever was there.
  *
  * The amount of work is fixed (no timing assertions); TIDE_STRESS_SCALE=<n> in the
  * environment multiplies it for longer runs.
@@ -37,9 +38,19 @@ enum { NSLOTS = 1024, NLOCAL = 64 };
 
 static struct slot slots[NSLOTS];
 
+/* The threads meet every PHASE_OPS operations.  In phase P, thread I hands objects over
+ * only through the slots of group (I + P) mod N, which thread I + 1 used in the phase
+ * before, so most of what it frees there is that thread's, however the threads are
+ * scheduled: with the slots free for all, a thread that ran alone for a while freed its
+ * own objects, and 8 threads on 2 CPUs freed 23-30 % of their objects remotely depending
+ * on how fast each one's operations were. */
+#define PHASE_OPS 256
+
 struct shared {
     size_t max_size;
     long ops_per_thread;
+    int nthreads;
+    pthread_barrier_t phase;
     atomic_long allocs, frees, remote_frees, reallocs, bytes;
 };
 
@@ -177,7 +188,12 @@ static void *worker_main(void *arg)
     tt_rng r = {0x5eed0000u + (uint64_t)w->id};
     struct obj local[NLOCAL];
     memset(local, 0, sizeof local);
-    for (long op = 0; op < sh->ops_per_thread && !tt_has_failed(); op++) {
+    unsigned group = NSLOTS / (unsigned)sh->nthreads;
+    for (long op = 0; op < sh->ops_per_thread; op++) {
+        if (op % PHASE_OPS == 0 && op != 0)
+            pthread_barrier_wait(&sh->phase);
+        if (tt_has_failed())
+            continue; /* (to the end: the others wait at each phase) */
         int c = (int)tt_below(&r, 100);
         if (c < 35) { /* replace a private object */
             struct obj *o = &local[tt_below(&r, NLOCAL)];
@@ -187,7 +203,8 @@ static void *worker_main(void *arg)
             realloc_obj(&r, &local[tt_below(&r, NLOCAL)], w->id, sh);
         } else { /* hand an object over: swap it into a shared slot, free what was there */
             struct obj mine = alloc_obj(&r, w->id, sh);
-            struct slot *s = &slots[tt_below(&r, NSLOTS)];
+            unsigned g = (unsigned)(w->id + op / PHASE_OPS) % (unsigned)sh->nthreads;
+            struct slot *s = &slots[g * group + tt_below(&r, group)];
             pthread_mutex_lock(&s->mu);
             struct obj theirs = s->o;
             s->o = mine;
@@ -202,7 +219,8 @@ static void *worker_main(void *arg)
 
 static void run_stress(int nthreads, size_t max_size, long total_ops)
 {
-    struct shared sh = {.max_size = max_size, .ops_per_thread = total_ops * scale() / nthreads};
+    struct shared sh = {.max_size = max_size, .ops_per_thread = total_ops * scale() / nthreads, .nthreads = nthreads};
+    cr_assert_eq(pthread_barrier_init(&sh.phase, NULL, (unsigned)nthreads), 0);
     for (int i = 0; i < NSLOTS; i++) {
         pthread_mutex_init(&slots[i].mu, NULL);
         slots[i].o = (struct obj){NULL, 0, -1, 0};
@@ -214,6 +232,7 @@ static void run_stress(int nthreads, size_t max_size, long total_ops)
     }
     for (int i = 0; i < nthreads; i++)
         pthread_join(w[i].tid, NULL);
+    pthread_barrier_destroy(&sh.phase);
     cr_assert(!tt_has_failed(), "%s", tt_failure);
     /* what is left in the slots is freed here, by a thread that allocated none of it */
     tt_rng r = {1};
