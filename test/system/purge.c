@@ -591,11 +591,12 @@ Test(stats, json_and_text_printing)
 
 /* ---- empty slabs kept at hand -------------------------------------------------------- */
 
-/* bench/powers' shape with half as many blocks again: 1500 blocks of each power of two
- * 16..1024 B allocated, then freed; more than the thread cache and the transfer cache
- * take (powers' 1000 1024-byte blocks fit in them now), fewer than a bin keeps empty
- * besides, so every round empties slabs and needs them again. */
-#define POWER_BLOCKS 1500
+/* bench/powers' shape with twice as many blocks: 2000 blocks of each power of two
+ * 16..1024 B allocated, then freed; more than the thread cache (512 KiB a class) and the
+ * transfer cache take (1500 fit in them once a cache could hold 512 KiB of a class),
+ * fewer than a bin keeps empty besides, so every round empties slabs and needs them
+ * again. */
+#define POWER_BLOCKS 2000
 static void power_rounds(int rounds)
 {
     static void *objs[POWER_BLOCKS];
