@@ -186,19 +186,25 @@ static void tcache_flush_all(tcache_t *tc)
 /* Small class CLS had a slow-path event (it ran dry or overflowed). */
 TIDE_INLINE void note_miss(tcache_t *tc, unsigned cls) { tc->last_miss[cls] = ++tc->tick; }
 
-/* Set small class CLS's capacity to CAP.  A list longer than that goes away whole: the
- * class gives capacity up because it has not missed for longest, so its objects are the
- * coldest, and a whole list goes to a transfer cache without walking it. */
-static void set_cap(tcache_t *tc, unsigned cls, unsigned cap)
+/* Small class CLS's capacity becomes CAP, its list holding COUNT <= CAP objects. */
+TIDE_INLINE void set_capacity(tcache_t *tc, unsigned cls, unsigned cap, unsigned count)
+{
+    tc->cap_bytes = tc->cap_bytes - tc->cap[cls] * sc_size[cls] + cap * sc_size[cls];
+    tc->cap[cls] = (uint16_t)cap;
+    tcache_set_room(tc, cls, cap - count);
+}
+
+/* Shrink small class CLS's capacity to CAP.  A list longer than that goes away whole
+ * (only the class missed longest ago is shrunk below what it holds: its objects are the
+ * coldest), and a whole list goes to a transfer cache without walking it. */
+static void shrink_cap(tcache_t *tc, unsigned cls, unsigned cap)
 {
     unsigned count = tc->cap[cls] - tcache_room(tc, cls);
     if (count > cap) {
         tcache_flush(tc, cls, 0, NULL);
         count = 0;
     }
-    tc->cap_bytes = tc->cap_bytes - tc->cap[cls] * sc_size[cls] + cap * sc_size[cls];
-    tc->cap[cls] = (uint16_t)cap;
-    tcache_set_room(tc, cls, cap - count);
+    set_capacity(tc, cls, cap, count);
 }
 
 /* Small class CLS is to grow to CAP: keep the thread within TCACHE_BUDGET, as tcmalloc's
@@ -230,9 +236,9 @@ static void make_room(tcache_t *tc, unsigned cls, unsigned cap)
             }
         }
         if (spare_c != SC_NSMALL)
-            set_cap(tc, spare_c, spare_cap);
+            shrink_cap(tc, spare_c, spare_cap);
         else if (old_c != SC_NSMALL)
-            set_cap(tc, old_c, MAX(tc->cap[old_c] / 2u, (unsigned)sc_tcache_init[old_c]));
+            shrink_cap(tc, old_c, MAX(tc->cap[old_c] / 2u, (unsigned)sc_tcache_init[old_c]));
         else
             return; /* (not reached: see above) */
     }
@@ -354,9 +360,7 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
     note_miss(tc, cls);
     if (cap > tc->cap[cls])
         make_room(tc, cls, cap);
-    tc->cap_bytes += (cap - tc->cap[cls]) * sc_size[cls];
-    tc->cap[cls] = (uint16_t)cap;
-    tcache_set_room(tc, cls, cap - (got - 1));
+    set_capacity(tc, cls, cap, got - 1);
     p[1] = NULL; /* a batch from another cache still carries the freed mark */
     return p;
 }
