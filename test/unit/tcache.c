@@ -60,13 +60,13 @@ static void burst_of(unsigned c, unsigned n)
 /* A burst of class C: as many blocks as its largest capacity. */
 static void burst(unsigned c) { burst_of(c, sc_tcache_max[c]); }
 
-static void *run_in_thread(void *(*fn)(void *))
+/* The child runner's case: the function FN, run in a thread of its own. */
+static int in_a_thread(void *fn)
 {
     pthread_t t;
-    void *ret = NULL;
-    CHECK(pthread_create(&t, NULL, fn, NULL) == 0, "pthread_create");
-    pthread_join(t, &ret);
-    return ret;
+    CHECK(pthread_create(&t, NULL, (void *(*)(void *))fn, NULL) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    return 0;
 }
 
 /* ---- the limits --------------------------------------------------------------------- */
@@ -117,16 +117,9 @@ static void *grows_to_its_limit(void *arg)
     return NULL;
 }
 
-static int grows_to_its_limit_case(void *arg)
-{
-    (void)arg;
-    run_in_thread(grows_to_its_limit);
-    return 0;
-}
-
 Test(tcache, a_class_used_in_bursts_grows_past_128_KiB_to_512_KiB, .timeout = 120)
 {
-    tt_assert_child_ok(grows_to_its_limit_case, NULL, 60);
+    tt_assert_child_ok(in_a_thread, (void *)grows_to_its_limit, 60);
 }
 
 /* ---- the budget --------------------------------------------------------------------- */
@@ -157,16 +150,9 @@ static void *stays_in_budget(void *arg)
     return NULL;
 }
 
-static int stays_in_budget_case(void *arg)
-{
-    (void)arg;
-    run_in_thread(stays_in_budget);
-    return 0;
-}
-
 Test(tcache, every_class_in_bursts_keeps_the_capacities_within_the_budget, .timeout = 120)
 {
-    tt_assert_child_ok(stays_in_budget_case, NULL, 60);
+    tt_assert_child_ok(in_a_thread, (void *)stays_in_budget, 60);
 }
 
 /* Classes whose blocks are all in use: their caches hold nothing. */
@@ -208,14 +194,7 @@ static void *unused_capacity_goes_first(void *arg)
     return NULL;
 }
 
-static int unused_capacity_goes_first_case(void *arg)
-{
-    (void)arg;
-    run_in_thread(unused_capacity_goes_first);
-    return 0;
-}
-
 Test(tcache, capacity_that_holds_nothing_is_taken_before_any_cached_object_moves, .timeout = 120)
 {
-    tt_assert_child_ok(unused_capacity_goes_first_case, NULL, 60);
+    tt_assert_child_ok(in_a_thread, (void *)unused_capacity_goes_first, 60);
 }
