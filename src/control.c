@@ -15,7 +15,13 @@
 #include "stats.h"
 #include "tcache.h"
 
-TIDE_EXPORT size_t tide_purge(void) { return init_ensure() ? tcache_trim() : 0; }
+TIDE_EXPORT size_t tide_purge(void)
+{
+    if (!init_ensure())
+        return 0;
+    prof_trim();
+    return tcache_trim();
+}
 
 TIDE_EXPORT int tide_conf_set(const char *key, const char *value)
 {

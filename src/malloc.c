@@ -142,10 +142,14 @@ TIDE_INLINE void block_free(void *p, const block_t *b)
         guard_sample_free(e);
         return;
     }
-    if (unlikely(e->state == EXTENT_LARGE && e->prof))
-        prof_free(e);
+    bool moved = e->state == EXTENT_LARGE && e->moved_pieces;
+    /* A sample's block of the smallest large class may stay with the profiler for the next
+     * sample (not under guard:on, whose large blocks go to the quarantine). */
+    if (unlikely(e->state == EXTENT_LARGE && e->prof) &&
+        prof_free(e, b->cls == SC_NSMALL && !moved && !ATOMIC_LOAD(&conf.guard)))
+        return;
     /* A moved block (shrunk into a cached class) must be healed, not cached. */
-    if (b->cls != EXTENT_NO_CLASS && !(e->state == EXTENT_LARGE && e->moved_pieces)) {
+    if (b->cls != EXTENT_NO_CLASS && !moved) {
         tcache_free_slow(p, b->cls, e);
         return;
     }
@@ -185,6 +189,13 @@ TIDE_SAMPLE_PATH static void *alloc_sampled(size_t size, size_t usable, size_t p
     prof_bt_t bt;
     prof_backtrace(&bt, frame);
     void *p;
+    if (usable <= SC_LOOKUP_MAX && align <= PAGE) {
+        extent_t *kept = prof_record_kept(&bt, size, usable, psize);
+        if (kept) {
+            p = (void *)kept->addr;
+            return zero ? memset(p, 0, size) : p;
+        }
+    }
     if (usable <= SC_CACHED_MAX && align <= PAGE) {
         p = tcache_alloc_slow(MAX(sc_class_of(usable), (unsigned)SC_NSMALL));
         if (p && zero)
@@ -607,7 +618,10 @@ TIDE_EXPORT void tide_free_aligned_sized(void *p, size_t align, size_t size)
 TIDE_EXPORT int tide_malloc_trim(size_t pad)
 {
     (void)pad;
-    return init_ensure() && tcache_trim() > 0;
+    if (!init_ensure())
+        return 0;
+    prof_trim();
+    return tcache_trim() > 0;
 }
 
 TIDE_EXPORT struct mallinfo2 tide_mallinfo2(void)

@@ -19,6 +19,7 @@
 #include <unwind.h>
 
 #include "conf.h"
+#include "large.h"
 #include "lock.h"
 #include "meta.h"
 #include "os.h"
@@ -554,18 +555,24 @@ TIDE_SAMPLE_PATH static void prof_weigh(const extent_prof_t *r, bool add, bool s
 
 static int prof_dump_auto(unsigned kind, bool warn);
 
-TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
+/* Freed blocks of the smallest large class that small samples were promoted to, kept for
+ * the next ones (prof_lock held): a sample's block then comes and goes with the lock the
+ * record takes anyway.  Without them, a block freed by another thread than the one that
+ * sampled it went to that thread's cache, and the next sample of the first thread took
+ * one from the page heap, under its lock, often in pages never touched before.  Few: what
+ * they hold is neither live nor purged until malloc_trim (prof_trim). */
+#define PROF_SPARE_MAX 8
+static extent_t *prof_spare[PROF_SPARE_MAX];
+static unsigned prof_nspare;
+
+/* prof_record's work, prof_lock held: whether a dump is due. */
+static bool record_locked(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, double inv)
 {
-    bool dump = false;
-    unsigned cls = prof_class_sized(psize);
-    double inv = cls < SC_NSMALL ? prof_class_inv[cls] : 1 / prof_probability(psize);
-    lock_acquire(&prof_lock);
     prof_nfound[bt->how]++;
     prof_stack_t *s = prof_stack_get(bt);
     if (!s) {
         prof_ndropped++; /* out of metadata: the block stays, unprofiled */
-        lock_release(&prof_lock);
-        return;
+        return false;
     }
     e->prof_rec = (extent_prof_t){ .stack = s, .size = size, .inv = inv, .usable = (uint32_t)usable };
     e->prof = 1;
@@ -575,20 +582,74 @@ TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size,
     uint64_t interval = (uint64_t)ATOMIC_LOAD(&conf.prof_interval);
     if (interval && prof_live_bytes >= prof_interval_mark + interval) {
         prof_interval_mark = prof_live_bytes;
-        dump = true;
+        return true;
     }
+    return false;
+}
+
+static double record_inv(size_t psize)
+{
+    unsigned cls = prof_class_sized(psize);
+    return cls < SC_NSMALL ? prof_class_inv[cls] : 1 / prof_probability(psize);
+}
+
+TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
+{
+    double inv = record_inv(psize);
+    lock_acquire(&prof_lock);
+    bool dump = record_locked(e, bt, size, usable, inv);
     lock_release(&prof_lock);
     if (dump)
         prof_dump_auto(1, true);
 }
 
-TIDE_SAMPLE_PATH void prof_free(extent_t *e)
+TIDE_SAMPLE_PATH extent_t *prof_record_kept(const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
+{
+    if (!ATOMIC_LOAD(&prof_nspare)) /* a racy peek: none kept costs no lock */
+        return NULL;
+    double inv = record_inv(psize);
+    extent_t *e = NULL;
+    bool dump = false;
+    lock_acquire(&prof_lock);
+    if (prof_nspare) {
+        e = prof_spare[--prof_nspare];
+        ATOMIC_STORE(&e->cached, 0);
+        dump = record_locked(e, bt, size, usable, inv);
+    }
+    lock_release(&prof_lock);
+    if (dump)
+        prof_dump_auto(1, true);
+    return e;
+}
+
+TIDE_SAMPLE_PATH bool prof_free(extent_t *e, bool keep)
 {
     e->prof = 0;
     lock_acquire(&prof_lock);
     prof_weigh(&e->prof_rec, false, false);
     prof_nlive--;
+    keep = keep && prof_nspare < PROF_SPARE_MAX;
+    if (keep) {
+        /* As a thread cache marks the blocks it holds: a second free finds the mark. */
+        ATOMIC_STORE(&e->cached, 1);
+        prof_spare[prof_nspare++] = e;
+    }
     lock_release(&prof_lock);
+    return keep;
+}
+
+void prof_trim(void)
+{
+    extent_t *kept[PROF_SPARE_MAX];
+    lock_acquire(&prof_lock);
+    unsigned n = prof_nspare;
+    memcpy(kept, prof_spare, n * sizeof *kept);
+    prof_nspare = 0;
+    lock_release(&prof_lock);
+    for (unsigned i = 0; i < n; i++) {
+        ATOMIC_STORE(&kept[i]->cached, 0);
+        large_free(kept[i]);
+    }
 }
 
 TIDE_SAMPLE_PATH size_t prof_usable(const extent_t *e)

@@ -82,8 +82,15 @@ void prof_backtrace(prof_bt_t *bt, void *frame);
  * (its usable size when a class's countdown sampled it, else SIZE), that the program sees
  * as USABLE bytes (0: the extent's size). */
 void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize);
-/* Sampled block E is being freed. */
-void prof_free(extent_t *e);
+/* Sampled block E is being freed.  KEEP: it is a block of the smallest large class that a
+ * small sample was promoted to, which the profiler may keep for the next such sample; true
+ * when it did (the caller then leaves the block alone). */
+bool prof_free(extent_t *e, bool keep);
+/* A block prof_free kept, for a small sample promoted to the smallest large class,
+ * recorded as prof_record records one; NULL when none is kept. */
+extent_t *prof_record_kept(const prof_bt_t *bt, size_t size, size_t usable, size_t psize);
+/* Give the kept blocks back (malloc_trim, tide_purge). */
+void prof_trim(void);
 /* The usable size of sampled block E.  Pure: a caller that does not use it (free, which
  * describes the block as realloc does) does not read the record for it. */
 size_t prof_usable(const extent_t *e) __attribute__((pure));

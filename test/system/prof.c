@@ -317,6 +317,20 @@ Test(prof, a_sampled_block_freed_twice_aborts, .timeout = 60)
     tt_child_free(&r);
 }
 
+/* A small sample's block freed by another thread than the one that sampled it stays with
+ * the profiler for the next sample: 800 samples of blocks handed to a thread that frees
+ * them took 800 blocks from the page heap before (under its lock, in oversubscribed
+ * bench/churn 5 % of the time). */
+Test(prof, samples_freed_by_another_thread_reuse_their_blocks, .timeout = 120)
+{
+    struct tt_child r = probe(PROF_PROBE, "prof:on,prof_sample:1", "handoff", "");
+    unsigned long long large = 0, samples = 0;
+    cr_assert(sscanf(r.out, "large %llu samples %llu", &large, &samples) == 2, "the probe printed \"%s\"", r.out);
+    cr_expect_geq(samples, 800, "%llu samples, not every allocation", samples);
+    cr_expect_leq(large, 16, "the page heap handed out %llu large blocks for %llu samples", large, samples);
+    tt_child_free(&r);
+}
+
 /* ---- fork and threads ----------------------------------------------------------------------- */
 
 Test(prof, fork_children_and_their_threads_are_profiled, .timeout = 600)

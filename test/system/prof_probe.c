@@ -515,6 +515,41 @@ static int run_blocks(const char *how)
     return 0;
 }
 
+/* ---- samples freed by another thread ------------------------------------------------------ */
+
+/* The blocks of small samples, promoted to the smallest large class, freed by a thread
+ * that did not sample them, round after round (every allocation is sampled at
+ * prof_sample:1).  The next samples must get those blocks again, not new ones from the
+ * page heap: prints "large N" with how many large blocks the page heap handed out. */
+#define HANDOFF_ROUNDS 200
+#define HANDOFF_N 4
+static void *free_all(void *arg)
+{
+    void **v = arg;
+    for (int i = 0; i < HANDOFF_N; i++)
+        free(v[i]);
+    return NULL;
+}
+
+static int run_handoff(void)
+{
+    static void *v[HANDOFF_N];
+    tide_stats_t before, after;
+    tide_stats_get(&before, sizeof before);
+    for (int round = 0; round < HANDOFF_ROUNDS; round++) {
+        for (int i = 0; i < HANDOFF_N; i++)
+            v[i] = xmalloc_checked(malloc(64));
+        pthread_t t;
+        if (pthread_create(&t, NULL, free_all, v) != 0)
+            die("pthread_create");
+        pthread_join(t, NULL);
+    }
+    tide_stats_get(&after, sizeof after);
+    printf("large %llu samples %llu\n", (unsigned long long)(after.nmalloc_large - before.nmalloc_large),
+           (unsigned long long)(after.prof_samples - before.prof_samples));
+    return 0;
+}
+
 /* ---- one size ----------------------------------------------------------------------- */
 
 /* 32 MiB live in blocks of SIZE bytes (ARG: "SIZE:PATH"), malloc's, counted by the fast
@@ -547,7 +582,7 @@ static int run_class(const char *arg)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class [ARG]\n");
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class|handoff [ARG]\n");
         return 2;
     }
     const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
@@ -581,6 +616,8 @@ int main(int argc, char **argv)
         return run_blocks(arg);
     if (strcmp(mode, "class") == 0)
         return run_class(arg);
+    if (strcmp(mode, "handoff") == 0)
+        return run_handoff();
     if (strcmp(mode, "first") == 0) {
         void *first[64];
         for (int i = 0; i < 64; i++)
