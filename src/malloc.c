@@ -193,6 +193,9 @@ TIDE_SAMPLE_PATH static void *alloc_sampled(size_t size, size_t usable, size_t p
         extent_t *kept = prof_record_kept(&bt, size, usable, psize);
         if (kept) {
             p = (void *)kept->addr;
+            /* As every way out of the allocator does: whatever the second word held, it is no
+             * key or mark of tide's once the program has the block. */
+            ((void **)p)[1] = NULL;
             return zero ? memset(p, 0, size) : p;
         }
     }
