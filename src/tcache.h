@@ -5,7 +5,8 @@
  * heap profiler's countdown of the class's allocations).  malloc pops and free
  * pushes with no lock and no system call; a miss grows the class's capacity (up to
  * 512 KiB of objects, within a budget of 4 MiB for all of a thread's small classes: a
- * class grows by taking capacity from the one least recently missed) and takes a whole
+ * class grows by taking the capacity others hold unused, else that of the one least
+ * recently missed, with its objects) and takes a whole
  * list from a transfer cache when another thread has left one there, else a refill
  * from the thread's arena; a full cache keeps its 8
  * most recent objects and hands the rest to a transfer cache in one piece (a large
