@@ -1,15 +1,21 @@
 /* prof.c - the sampling heap profiler: the countdown, call stacks, records, dumps.
  *
- * State: a table of distinct call stacks (hashed, chained, never freed), each with the
- * weighted live and cumulative counts of its samples, carved under prof_lock from the
- * metadata range (meta.h), apart from the heap; and a record of each live sampled block
- * (its stack, sizes and weight), in the block's extent (extent_prof_t).  Weights are
+ * State: a table of distinct call stacks (hashed, chained, never freed), carved under
+ * prof_lock from the metadata range (meta.h), apart from the heap, and read without it; a
+ * record of each live sampled block (its stack, sizes and weight), in the block's extent
+ * (extent_prof_t); and the weighted live and cumulative counts of each stack, kept apart
+ * in PROF_SHARDS shards, each with its own lock, of which a thread uses one.  A sample
+ * and a sampled block's free (whichever thread frees it) add to and take from the counts
+ * of the calling thread's shard alone, so two threads that sample touch no line the other
+ * writes (with one lock and one set of counts for all, those lines passed between the CPUs
+ * at every sample: at prof_sample:16k, bench/larson's samples took 3x the time they take
+ * now); a shard's counts of a stack may go below zero, their sum over the shards, which a
+ * dump takes, is the stack's.  Weights are
  * fixed-point integers (counts in 1/1024ths), so that a free takes back exactly what its
- * sample added.  prof_lock is taken with no other lock of
- * tide's held (meta's may be taken inside it); a dump holds it from the header to the
- * last stack and reads /proc/self/maps after, and touches no other lock, so it cannot
- * deadlock with an allocation, and a fork waits for it (init.c takes prof_lock before
- * the page heap's). */
+ * sample added.  Locks: prof_lock (the table; a dump) before the shards' (in their order),
+ * meta's last; a sample or a free holds one shard's lock at a time, and takes prof_lock
+ * only to add a stack, holding no other, so nothing here can deadlock with an allocation,
+ * and a fork waits for all of them (init.c takes them before the page heap's). */
 #include "prof.h"
 
 #include <dlfcn.h>
@@ -36,28 +42,61 @@
 #define PROF_RECOGNISED 1
 #define PROF_UNWOUND 2
 
-typedef struct prof_stack_s {
-    struct prof_stack_s *next; /* in its bucket */
-    uint64_t hash;
-    uint64_t live_count, live_bytes;   /* weighted; counts in 1/PROF_FX */
+/* Weighted counts of the samples of one stack (or of all): counts in 1/PROF_FX.  A shard's
+ * may wrap below zero (unsigned: defined); their sum is right. */
+typedef struct prof_counts_s {
+    uint64_t live_count, live_bytes;
     uint64_t alloc_count, alloc_bytes; /* the same, cumulative */
-    unsigned depth;
+} prof_counts_t;
+
+typedef struct prof_stack_s {
+    struct prof_stack_s *next; /* in its bucket; set before the entry is published */
+    uint64_t hash;
+    uint32_t id;               /* where its counts are in each shard */
+    uint32_t depth;
+    prof_counts_t sum;         /* a dump's sum of the shards' counts (prof_lock) */
     uintptr_t pc[];
 } prof_stack_t;
 
 _Static_assert(sizeof(extent_prof_t) <= sizeof(((extent_t *)0)->bitmap), "a record does not grow the extent");
 
-static lock_t prof_lock;
+static lock_t prof_lock; /* the table's growth, a dump */
 static int prof_ready; /* atomic: booted, sampling may start */
 static double prof_rate;
-static prof_stack_t **prof_buckets;
+static prof_stack_t **prof_buckets; /* heads: atomic (read without prof_lock) */
 static uintptr_t prof_stack_cur, prof_stack_end;
-static uint64_t prof_live_count, prof_live_bytes, prof_alloc_count, prof_alloc_bytes;
-static uint64_t prof_interval_mark; /* live bytes at the last interval dump */
-static uint64_t prof_nsamples, prof_nlive, prof_nstacks, prof_ndropped; /* under the lock */
-static uint64_t prof_nfound[3]; /* under the lock: samples' stacks by how they were found */
-static uint64_t prof_ndumps;    /* atomic */
+static uint64_t prof_interval_mark; /* atomic: live bytes at the last interval dump */
+static uint64_t prof_nstacks;       /* under prof_lock */
+static uint64_t prof_ndumps;        /* atomic */
 static uint64_t prof_seq, prof_seq_kind[3];                             /* atomic */
+
+/* Freed blocks of the smallest large class that small samples were promoted to, kept for
+ * the next ones (up to this many a shard): a sample's block then comes and goes with the
+ * lock the record takes anyway.  Without them, a block freed by another thread than the
+ * one that sampled it went to that thread's cache, and the next sample of the first thread
+ * took one from the page heap, under its lock, often in pages never touched before.  Few:
+ * what they hold is neither live nor purged until malloc_trim (prof_trim). */
+#define PROF_SPARE_MAX 8
+
+/* A shard's counts of the stacks come in chunks of PROF_CHUNK_STACKS, made when it first
+ * counts one of them: up to PROF_MAX_CHUNKS * PROF_CHUNK_STACKS stacks (a sample of a
+ * stack beyond is dropped, as when the metadata runs out). */
+#define PROF_SHARDS 8
+#define PROF_CHUNK_STACKS 512u
+#define PROF_MAX_CHUNKS 2048u
+
+typedef struct prof_shard_s {
+    lock_t lock;
+    unsigned nspare; /* atomic: peeked without the lock */
+    extent_t *spare[PROF_SPARE_MAX];
+    prof_counts_t total; /* live_bytes atomic: prof_interval peeks at it */
+    uint64_t nsamples, nlive, ndropped;
+    uint64_t nfound[3];         /* samples' stacks by how they were found */
+    prof_counts_t **chunk;      /* PROF_MAX_CHUNKS of them, from the metadata at start-up */
+} TIDE_ALIGNED_CL prof_shard_t;
+
+static prof_shard_t prof_shards[PROF_SHARDS];
+static unsigned prof_next_shard; /* atomic: the shard of the next thread that samples */
 
 /* A stack unwound once, kept to be recognised again.  Unwinding without frame pointers
  * (libgcc's, behind backtrace()) costs some 20,000 instructions, 8 % of a program that
@@ -86,6 +125,7 @@ typedef struct prof_tls_s {
     uint8_t busy;                 /* sampling: allocations made meanwhile are not sampled */
     uint8_t cached_next;          /* the way to replace next */
     uint8_t ndraws;               /* how many of draws[] are left, used from the end */
+    uint8_t shard;                /* the thread's shard, + 1 (0: none yet) */
     double draws[PROF_DRAWS];     /* exponentials of mean 1, drawn ahead */
     prof_cached_t cached[PROF_CACHE_WAYS];
 } prof_tls_t;
@@ -473,36 +513,53 @@ static uint64_t prof_hash(const prof_bt_t *bt)
     return h;
 }
 
-/* The table's entry for BT's addresses, added when new.  Lock held. */
+/* The entry of bucket B for BT's addresses (hash H), if there is one.  Without the lock:
+ * an entry is complete before its bucket's head points to it, and never changes after. */
+static prof_stack_t *prof_stack_find(prof_stack_t **b, const prof_bt_t *bt, uint64_t h)
+{
+    for (prof_stack_t *s = ATOMIC_LOAD_ACQ(b); s; s = s->next)
+        if (s->hash == h && s->depth == bt->n && memcmp(s->pc, bt->pc, bt->n * sizeof bt->pc[0]) == 0)
+            return s;
+    return NULL;
+}
+
+/* The table's entry for BT's addresses, added (under prof_lock) when new; NULL when the
+ * metadata or the stacks' ids ran out. */
 static prof_stack_t *prof_stack_of(const prof_bt_t *bt)
 {
     uint64_t h = prof_hash(bt);
     prof_stack_t **b = &prof_buckets[h & (PROF_BUCKETS - 1)];
-    for (prof_stack_t *s = *b; s; s = s->next)
-        if (s->hash == h && s->depth == bt->n && memcmp(s->pc, bt->pc, bt->n * sizeof bt->pc[0]) == 0)
-            return s;
+    prof_stack_t *s = prof_stack_find(b, bt, h);
+    if (s)
+        return s;
+    lock_acquire(&prof_lock);
+    s = prof_stack_find(b, bt, h);
+    if (s || prof_nstacks >= (uint64_t)PROF_MAX_CHUNKS * PROF_CHUNK_STACKS)
+        goto out;
     size_t need = ALIGN_UP(sizeof(prof_stack_t) + bt->n * sizeof bt->pc[0], (size_t)16);
     if (prof_stack_cur + need > prof_stack_end) {
         void *chunk = meta_alloc(PROF_STACK_CHUNK);
         if (!chunk)
-            return NULL;
+            goto out;
         prof_stack_cur = (uintptr_t)chunk;
         prof_stack_end = prof_stack_cur + PROF_STACK_CHUNK;
     }
-    prof_stack_t *s = (prof_stack_t *)prof_stack_cur;
+    s = (prof_stack_t *)prof_stack_cur;
     prof_stack_cur += need;
     memset(s, 0, sizeof *s);
     s->hash = h;
+    s->id = (uint32_t)prof_nstacks++;
     s->depth = bt->n;
     memcpy(s->pc, bt->pc, bt->n * sizeof bt->pc[0]);
     s->next = *b;
-    *b = s;
-    prof_nstacks++;
+    ATOMIC_STORE_REL(b, s);
+out:
+    lock_release(&prof_lock);
     return s;
 }
 
 /* The stack BT: the entry it was recognised as, else found or added, and then remembered
- * by the cached stack it came from.  Lock held. */
+ * by the cached stack it came from.  No lock held. */
 TIDE_SAMPLE_PATH static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
 {
     if (bt->stack)
@@ -528,63 +585,90 @@ static uint64_t prof_rec_bytes(const extent_prof_t *r)
     return (uint64_t)(int64_t)((double)(int64_t)r->size * r->inv + 0.5);
 }
 
-/* R's stack and the totals gain (ADD) or lose its weights; their cumulative counts too
- * when R is a new sample (SAMPLED).  Lock held. */
-TIDE_SAMPLE_PATH static void prof_weigh(const extent_prof_t *r, bool add, bool sampled)
+/* The calling thread's shard: given in turn to the threads as they first sample or free
+ * a sample. */
+TIDE_SAMPLE_PATH static prof_shard_t *prof_my_shard(void)
+{
+    prof_tls_t *t = &prof_tls;
+    if (unlikely(!t->shard))
+        t->shard = (uint8_t)(ATOMIC_ADD(&prof_next_shard, 1) % PROF_SHARDS + 1);
+    return &prof_shards[t->shard - 1];
+}
+
+/* Shard SH's counts of stack S, their chunk made when it is the first of it SH counts
+ * (SH's lock held); NULL when the metadata ran out. */
+TIDE_SAMPLE_PATH static prof_counts_t *prof_counts(prof_shard_t *sh, const prof_stack_t *s)
+{
+    prof_counts_t **c = &sh->chunk[s->id / PROF_CHUNK_STACKS];
+    if (unlikely(!*c) && !(*c = meta_alloc(PROF_CHUNK_STACKS * sizeof **c)))
+        return NULL;
+    return &(*c)[s->id % PROF_CHUNK_STACKS];
+}
+
+/* Counts C of R's stack in shard SH, and SH's totals, gain (ADD) or lose R's weights;
+ * their cumulative counts too when R is a new sample (SAMPLED).  SH's lock held. */
+TIDE_SAMPLE_PATH static void prof_weigh(prof_shard_t *sh, prof_counts_t *c, const extent_prof_t *r, bool add,
+                                        bool sampled)
 {
     uint64_t count = prof_rec_count(r), bytes = prof_rec_bytes(r);
-    prof_stack_t *s = r->stack;
+    prof_counts_t *t = &sh->total;
     if (add) {
-        s->live_count += count;
-        s->live_bytes += bytes;
-        prof_live_count += count;
-        prof_live_bytes += bytes;
+        c->live_count += count;
+        c->live_bytes += bytes;
+        t->live_count += count;
+        ATOMIC_STORE(&t->live_bytes, t->live_bytes + bytes);
     } else {
-        s->live_count -= count;
-        s->live_bytes -= bytes;
-        prof_live_count -= count;
-        prof_live_bytes -= bytes;
+        c->live_count -= count;
+        c->live_bytes -= bytes;
+        t->live_count -= count;
+        ATOMIC_STORE(&t->live_bytes, t->live_bytes - bytes);
     }
     if (sampled) {
-        s->alloc_count += count;
-        s->alloc_bytes += bytes;
-        prof_alloc_count += count;
-        prof_alloc_bytes += bytes;
+        c->alloc_count += count;
+        c->alloc_bytes += bytes;
+        t->alloc_count += count;
+        t->alloc_bytes += bytes;
     }
 }
 
 static int prof_dump_auto(unsigned kind, bool warn);
 
-/* Freed blocks of the smallest large class that small samples were promoted to, kept for
- * the next ones (prof_lock held): a sample's block then comes and goes with the lock the
- * record takes anyway.  Without them, a block freed by another thread than the one that
- * sampled it went to that thread's cache, and the next sample of the first thread took
- * one from the page heap, under its lock, often in pages never touched before.  Few: what
- * they hold is neither live nor purged until malloc_trim (prof_trim). */
-#define PROF_SPARE_MAX 8
-static extent_t *prof_spare[PROF_SPARE_MAX];
-static unsigned prof_nspare;
-
-/* prof_record's work, prof_lock held: whether a dump is due. */
-static bool record_locked(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, double inv)
+/* Record block E as a sample of stack S (NULL: none could be had) in shard SH, whose lock
+ * is held: false when it stays unprofiled (out of metadata). */
+TIDE_SAMPLE_PATH static bool record_in(prof_shard_t *sh, extent_t *e, prof_stack_t *s, const prof_bt_t *bt,
+                                       size_t size, size_t usable, double inv)
 {
-    prof_nfound[bt->how]++;
-    prof_stack_t *s = prof_stack_get(bt);
-    if (!s) {
-        prof_ndropped++; /* out of metadata: the block stays, unprofiled */
+    sh->nfound[bt->how]++;
+    prof_counts_t *c = s ? prof_counts(sh, s) : NULL;
+    if (!c) {
+        sh->ndropped++;
         return false;
     }
-    e->prof_rec = (extent_prof_t){ .stack = s, .size = size, .inv = inv, .usable = (uint32_t)usable };
+    e->prof_rec = (extent_prof_t){
+        .stack = s, .size = size, .inv = inv, .usable = (uint32_t)usable, .shard = (uint8_t)(sh - prof_shards)
+    };
     e->prof = 1;
-    prof_weigh(&e->prof_rec, true, true);
-    prof_nsamples++;
-    prof_nlive++;
+    prof_weigh(sh, c, &e->prof_rec, true, true);
+    sh->nsamples++;
+    sh->nlive++;
+    return true;
+}
+
+/* After a sample: a dump when the live heap grew by prof_interval since the last.  The
+ * shards' totals are read without their locks (a dump a sample early or late is no
+ * matter); one thread wins the mark and dumps. */
+TIDE_SAMPLE_PATH static void prof_interval_check(void)
+{
     uint64_t interval = (uint64_t)ATOMIC_LOAD(&conf.prof_interval);
-    if (interval && prof_live_bytes >= prof_interval_mark + interval) {
-        prof_interval_mark = prof_live_bytes;
-        return true;
-    }
-    return false;
+    if (!interval)
+        return;
+    uint64_t live = 0;
+    for (unsigned k = 0; k < PROF_SHARDS; k++)
+        live += ATOMIC_LOAD(&prof_shards[k].total.live_bytes);
+    uint64_t mark = ATOMIC_LOAD(&prof_interval_mark);
+    if ((int64_t)(live - mark) >= (int64_t)interval &&
+        __atomic_compare_exchange_n(&prof_interval_mark, &mark, live, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        prof_dump_auto(1, true);
 }
 
 static double record_inv(size_t psize)
@@ -595,60 +679,117 @@ static double record_inv(size_t psize)
 
 TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
 {
+    prof_stack_t *s = prof_stack_get(bt);
     double inv = record_inv(psize);
-    lock_acquire(&prof_lock);
-    bool dump = record_locked(e, bt, size, usable, inv);
-    lock_release(&prof_lock);
-    if (dump)
-        prof_dump_auto(1, true);
+    prof_shard_t *sh = prof_my_shard();
+    lock_acquire(&sh->lock);
+    bool recorded = record_in(sh, e, s, bt, size, usable, inv);
+    lock_release(&sh->lock);
+    if (recorded)
+        prof_interval_check();
+}
+
+/* A kept block from shard SH, whose lock is held, or NULL. */
+TIDE_SAMPLE_PATH static extent_t *spare_take(prof_shard_t *sh)
+{
+    if (!sh->nspare)
+        return NULL;
+    ATOMIC_STORE(&sh->nspare, sh->nspare - 1);
+    extent_t *e = sh->spare[sh->nspare];
+    ATOMIC_STORE(&e->cached, 0);
+    return e;
+}
+
+/* Shard SH (the caller's, its lock not held) has no kept block: move another shard's
+ * into it, all of them, so that the next samples find them at home (a sample freed by
+ * another thread leaves its block in that thread's shard, and a lock of that shard's for
+ * each sample would pass its lines between the CPUs again).  Whether any moved. */
+static bool spare_steal(prof_shard_t *sh)
+{
+    prof_shard_t *from = NULL;
+    for (unsigned k = 0; k < PROF_SHARDS && !from; k++)
+        if (&prof_shards[k] != sh && ATOMIC_LOAD(&prof_shards[k].nspare))
+            from = &prof_shards[k];
+    if (!from)
+        return false;
+    extent_t *moved[PROF_SPARE_MAX];
+    unsigned n = 0, i = 0;
+    lock_acquire(&from->lock);
+    while (from->nspare) {
+        moved[n++] = from->spare[from->nspare - 1];
+        ATOMIC_STORE(&from->nspare, from->nspare - 1);
+    }
+    lock_release(&from->lock);
+    lock_acquire(&sh->lock);
+    for (; i < n && sh->nspare < PROF_SPARE_MAX; i++) {
+        sh->spare[sh->nspare] = moved[i];
+        ATOMIC_STORE(&sh->nspare, sh->nspare + 1);
+    }
+    lock_release(&sh->lock);
+    /* (Another thread of this shard freed samples meanwhile: no room for the rest.) */
+    for (unsigned j = i; j < n; j++) {
+        ATOMIC_STORE(&moved[j]->cached, 0);
+        large_free(moved[j]);
+    }
+    return n > 0;
 }
 
 TIDE_SAMPLE_PATH extent_t *prof_record_kept(const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
 {
-    if (!ATOMIC_LOAD(&prof_nspare)) /* a racy peek: none kept costs no lock */
+    /* A peek first, so that none kept costs no lock. */
+    prof_shard_t *sh = prof_my_shard();
+    if (!ATOMIC_LOAD(&sh->nspare) && !spare_steal(sh))
         return NULL;
+    prof_stack_t *s = prof_stack_get(bt);
     double inv = record_inv(psize);
-    extent_t *e = NULL;
-    bool dump = false;
-    lock_acquire(&prof_lock);
-    if (prof_nspare) {
-        e = prof_spare[--prof_nspare];
-        ATOMIC_STORE(&e->cached, 0);
-        dump = record_locked(e, bt, size, usable, inv);
-    }
-    lock_release(&prof_lock);
-    if (dump)
-        prof_dump_auto(1, true);
+    lock_acquire(&sh->lock);
+    extent_t *e = spare_take(sh);
+    bool recorded = e && record_in(sh, e, s, bt, size, usable, inv);
+    lock_release(&sh->lock);
+    if (recorded)
+        prof_interval_check();
     return e;
 }
 
 TIDE_SAMPLE_PATH bool prof_free(extent_t *e, bool keep)
 {
     e->prof = 0;
-    lock_acquire(&prof_lock);
-    prof_weigh(&e->prof_rec, false, false);
-    prof_nlive--;
-    keep = keep && prof_nspare < PROF_SPARE_MAX;
+    const extent_prof_t *r = &e->prof_rec;
+    prof_shard_t *sh = prof_my_shard();
+    lock_acquire(&sh->lock);
+    prof_counts_t *c = prof_counts(sh, r->stack);
+    if (unlikely(!c)) {
+        /* Out of metadata for this shard's counts: the sampling shard has them. */
+        lock_release(&sh->lock);
+        sh = &prof_shards[r->shard];
+        lock_acquire(&sh->lock);
+        c = prof_counts(sh, r->stack);
+    }
+    prof_weigh(sh, c, r, false, false);
+    sh->nlive--;
+    keep = keep && sh->nspare < PROF_SPARE_MAX;
     if (keep) {
         /* As a thread cache marks the blocks it holds: a second free finds the mark. */
         ATOMIC_STORE(&e->cached, 1);
-        prof_spare[prof_nspare++] = e;
+        sh->spare[sh->nspare] = e;
+        ATOMIC_STORE(&sh->nspare, sh->nspare + 1);
     }
-    lock_release(&prof_lock);
+    lock_release(&sh->lock);
     return keep;
 }
 
 void prof_trim(void)
 {
-    extent_t *kept[PROF_SPARE_MAX];
-    lock_acquire(&prof_lock);
-    unsigned n = prof_nspare;
-    memcpy(kept, prof_spare, n * sizeof *kept);
-    prof_nspare = 0;
-    lock_release(&prof_lock);
-    for (unsigned i = 0; i < n; i++) {
-        ATOMIC_STORE(&kept[i]->cached, 0);
-        large_free(kept[i]);
+    for (unsigned k = 0; k < PROF_SHARDS; k++) {
+        prof_shard_t *sh = &prof_shards[k];
+        extent_t *kept[PROF_SPARE_MAX];
+        unsigned n = 0;
+        lock_acquire(&sh->lock);
+        for (extent_t *e; (e = spare_take(sh)) != NULL;)
+            kept[n++] = e;
+        lock_release(&sh->lock);
+        for (unsigned i = 0; i < n; i++)
+            large_free(kept[i]);
     }
 }
 
@@ -680,9 +821,12 @@ void prof_resized(const extent_prof_t *rec, extent_t *e, size_t old_size, size_t
         /* Sampled at its old size with probability p, it would have been sampled by now
          * with 1 - (1 - p) exp(-growth / R) (an unsampled block counts its growth, below):
          * that is its weight from now on.  A block that shrank keeps its p. */
+        /* (In the shard that sampled it, which has counts of its stack.) */
         extent_prof_t r = *rec;
-        lock_acquire(&prof_lock);
-        prof_weigh(&r, false, false);
+        prof_shard_t *sh = &prof_shards[r.shard];
+        lock_acquire(&sh->lock);
+        prof_counts_t *c = prof_counts(sh, r.stack);
+        prof_weigh(sh, c, &r, false, false);
         if (size > r.size) {
             double p = 1 / r.inv;
             p = 1 - (1 - p) * (1 - prof_one_minus_exp_neg((double)(size - r.size) / prof_rate));
@@ -690,10 +834,10 @@ void prof_resized(const extent_prof_t *rec, extent_t *e, size_t old_size, size_t
         }
         r.size = size;
         r.usable = 0; /* a large block now */
-        prof_weigh(&r, true, false);
+        prof_weigh(sh, c, &r, true, false);
         e->prof_rec = r;
         e->prof = 1;
-        lock_release(&prof_lock);
+        lock_release(&sh->lock);
         return;
     }
     if (size > old_size && size - old_size <= TIDE_MAX_BLOCK && prof_count(size - old_size)) {
@@ -712,6 +856,51 @@ typedef struct prof_out_s {
 } prof_out_t;
 
 static prof_out_t prof_out; /* under prof_lock */
+
+/* Every shard's lock, in their order, and back. */
+static void prof_shards_lock(void)
+{
+    for (unsigned k = 0; k < PROF_SHARDS; k++)
+        lock_acquire(&prof_shards[k].lock);
+}
+static void prof_shards_unlock(void)
+{
+    for (unsigned k = PROF_SHARDS; k-- > 0;)
+        lock_release(&prof_shards[k].lock);
+}
+
+/* Each stack's counts summed over the shards into its sum, and the totals into *TOTAL, at
+ * one instant (prof_lock held: the table stays as it is; the shards' locks are taken only
+ * for the sums, so that samples go on while the dump is written). */
+static void prof_sum(prof_counts_t *total)
+{
+    prof_shards_lock();
+    *total = (prof_counts_t){ 0 };
+    for (unsigned k = 0; k < PROF_SHARDS; k++) {
+        const prof_counts_t *t = &prof_shards[k].total;
+        total->live_count += t->live_count;
+        total->live_bytes += t->live_bytes;
+        total->alloc_count += t->alloc_count;
+        total->alloc_bytes += t->alloc_bytes;
+    }
+    for (unsigned b = 0; b < PROF_BUCKETS; b++) {
+        for (prof_stack_t *s = prof_buckets[b]; s; s = s->next) {
+            prof_counts_t sum = { 0 };
+            for (unsigned k = 0; k < PROF_SHARDS; k++) {
+                const prof_counts_t *chunk = prof_shards[k].chunk[s->id / PROF_CHUNK_STACKS];
+                if (!chunk)
+                    continue;
+                const prof_counts_t *c = &chunk[s->id % PROF_CHUNK_STACKS];
+                sum.live_count += c->live_count;
+                sum.live_bytes += c->live_bytes;
+                sum.alloc_count += c->alloc_count;
+                sum.alloc_bytes += c->alloc_bytes;
+            }
+            s->sum = sum;
+        }
+    }
+    prof_shards_unlock();
+}
 
 static void prof_flush(prof_out_t *o)
 {
@@ -762,12 +951,14 @@ static int prof_write(const char *path)
     o->n = 0;
     /* The weights are unbiased estimates already: "heapprofile" tells pprof and jeprof
      * not to scale the counts again. */
+    prof_counts_t t;
+    prof_sum(&t);
     prof_put(o, "heap profile: ");
-    prof_put_counts(o, prof_live_count, prof_live_bytes, prof_alloc_count, prof_alloc_bytes);
+    prof_put_counts(o, t.live_count, t.live_bytes, t.alloc_count, t.alloc_bytes);
     prof_put(o, " heapprofile\n");
     for (unsigned b = 0; b < PROF_BUCKETS; b++) {
         for (const prof_stack_t *s = prof_buckets[b]; s; s = s->next) {
-            prof_put_counts(o, s->live_count, s->live_bytes, s->alloc_count, s->alloc_bytes);
+            prof_put_counts(o, s->sum.live_count, s->sum.live_bytes, s->sum.alloc_count, s->sum.alloc_bytes);
             for (unsigned i = 0; i < s->depth; i++) {
                 prof_put(o, " ");
                 /* pprof takes the first address as is and the others as return
@@ -856,7 +1047,10 @@ void prof_boot(void)
     /* The tables' first chunks now: a sample then needs more only as stacks grow. */
     prof_buckets = meta_alloc(PROF_BUCKETS * sizeof *prof_buckets);
     void *stacks = meta_alloc(PROF_STACK_CHUNK);
-    if (!prof_buckets || !stacks) {
+    bool ok = prof_buckets && stacks;
+    for (unsigned k = 0; k < PROF_SHARDS && ok; k++)
+        ok = (prof_shards[k].chunk = meta_alloc(PROF_MAX_CHUNKS * sizeof *prof_shards[k].chunk)) != NULL;
+    if (!ok) {
         ATOMIC_STORE(&conf.prof, 0);
         return;
     }
@@ -889,20 +1083,39 @@ void prof_exit(void)
         prof_dump_auto(0, true);
 }
 
-void prof_prefork(void) { lock_acquire(&prof_lock); }
-void prof_postfork_parent(void) { lock_release(&prof_lock); }
-void prof_postfork_child(void) { lock_init(&prof_lock); }
+void prof_prefork(void)
+{
+    lock_acquire(&prof_lock);
+    prof_shards_lock();
+}
+void prof_postfork_parent(void)
+{
+    prof_shards_unlock();
+    lock_release(&prof_lock);
+}
+void prof_postfork_child(void)
+{
+    for (unsigned k = 0; k < PROF_SHARDS; k++)
+        lock_init(&prof_shards[k].lock);
+    lock_init(&prof_lock);
+}
 
 void prof_stats(prof_stats_t *out)
 {
+    *out = (prof_stats_t){ 0 };
     lock_acquire(&prof_lock);
-    out->samples = prof_nsamples;
-    out->live_samples = prof_nlive;
     out->stacks = prof_nstacks;
-    out->dropped = prof_ndropped;
-    out->frame_walks = prof_nfound[PROF_WALKED];
-    out->reused = prof_nfound[PROF_RECOGNISED];
-    out->backtraces = prof_nfound[PROF_UNWOUND];
     lock_release(&prof_lock);
+    for (unsigned k = 0; k < PROF_SHARDS; k++) {
+        prof_shard_t *sh = &prof_shards[k];
+        lock_acquire(&sh->lock);
+        out->samples += sh->nsamples;
+        out->live_samples += sh->nlive;
+        out->dropped += sh->ndropped;
+        out->frame_walks += sh->nfound[PROF_WALKED];
+        out->reused += sh->nfound[PROF_RECOGNISED];
+        out->backtraces += sh->nfound[PROF_UNWOUND];
+        lock_release(&sh->lock);
+    }
     out->dumps = ATOMIC_LOAD(&prof_ndumps);
 }

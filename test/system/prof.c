@@ -331,6 +331,37 @@ Test(prof, samples_freed_by_another_thread_reuse_their_blocks, .timeout = 120)
     tt_child_free(&r);
 }
 
+/* Samples taken by 12 threads (more than the profiler's 8 shards of counts) and freed by 12
+ * others: the freeing threads' counts are taken off in shards the sampling threads never
+ * used, and the profile must still add up, to what was held before the frees and to
+ * nothing after. */
+Test(prof, samples_freed_by_other_threads_balance_across_shards, .timeout = 300)
+{
+    char dir[64], held[128], freed[128];
+    tmpdir(dir, sizeof dir);
+    struct tt_child r = probe(PROF_PROBE, "prof:on,prof_sample:16k", "crossfree", dir);
+    snprintf(held, sizeof held, "%s/held.heap", dir);
+    snprintf(freed, sizeof freed, "%s/freed.heap", dir);
+    char *before = pprof_text("google-pprof", PROF_PROBE, held, NULL);
+    char *after = pprof_text("google-pprof", PROF_PROBE, freed, NULL);
+    char *alloc = pprof_text("google-pprof", PROF_PROBE, freed, "--alloc_space");
+    double pct, mb_held = text_flat(before, "cross_alloc", &pct), mb_left = text_flat(after, "cross_alloc", &pct),
+                mb_all = text_flat(alloc, "cross_alloc", &pct);
+    /* 12 x 2 MiB (pprof's MB are MiB), at about 1,500 samples: within 10 %. */
+    cr_expect(mb_held >= 24 * 0.9 && mb_held <= 24 * 1.1, "held: cross_alloc %.1f MB, not 24:\n%s", mb_held,
+              before);
+    cr_expect_eq(mb_left, 0, "all freed, cross_alloc still holds %.1f MB:\n%s", mb_left, after);
+    cr_expect(mb_all >= 24 * 0.9 && mb_all <= 24 * 1.1, "--alloc_space: cross_alloc %.1f MB, not 24:\n%s",
+              mb_all, alloc);
+    tt_report("prof: 12 threads' samples freed by 12 others: %.1f MB held, %.1f MB left, %.1f MB allocated", mb_held,
+              mb_left, mb_all);
+    free(before);
+    free(after);
+    free(alloc);
+    tt_child_free(&r);
+    rmtree(dir);
+}
+
 /* ---- fork and threads ----------------------------------------------------------------------- */
 
 Test(prof, fork_children_and_their_threads_are_profiled, .timeout = 600)

@@ -18,6 +18,8 @@
  *   prof_probe first           64 blocks of 1 KiB, the program's first allocations
  *   prof_probe siblings PATH   4 MiB from sibling_a and 2 MiB from sibling_b, in turns, each
  *                              through the same make_block, from the same depth of the stack
+ *   prof_probe crossfree DIR   12 threads each hold 2 MiB from cross_alloc (DIR/held.heap);
+ *                              12 other threads free them (DIR/freed.heap)
  * Each prints "samples S live L walks W backtraces B dumps D reused R" (tide_stats_get) last. */
 #include <errno.h>
 #include <malloc.h>
@@ -550,6 +552,60 @@ static int run_handoff(void)
     return 0;
 }
 
+/* ---- samples freed by other threads ------------------------------------------------- */
+
+/* More threads than the profiler has shards of counts (8) sample, and as many new ones
+ * free what they sampled: the counts a freeing thread takes off are not where the
+ * sampling thread put them, and their sum must still be nothing live. */
+#define CROSS_THREADS 12
+#define CROSS_BYTES (2 * MiB)
+static blocks_t cross_held[CROSS_THREADS];
+
+__attribute__((noinline)) void cross_alloc(blocks_t *b, uint64_t seed)
+{
+    for (size_t s = 0; s < CROSS_BYTES;) {
+        size_t n = log_uniform(&seed, 16, 16384);
+        keep(b, xmalloc_checked(malloc(n)));
+        s += n;
+    }
+}
+
+static void *cross_sampler(void *arg)
+{
+    intptr_t t = (intptr_t)arg;
+    cross_alloc(&cross_held[t], (uint64_t)t + 77);
+    return NULL;
+}
+
+static void *cross_freer(void *arg)
+{
+    release(&cross_held[((intptr_t)arg + 1) % CROSS_THREADS]);
+    return NULL;
+}
+
+static void cross_run(void *(*fn)(void *))
+{
+    pthread_t th[CROSS_THREADS];
+    for (intptr_t t = 0; t < CROSS_THREADS; t++)
+        if (pthread_create(&th[t], NULL, fn, (void *)t) != 0)
+            die("pthread_create");
+    for (int t = 0; t < CROSS_THREADS; t++)
+        pthread_join(th[t], NULL);
+}
+
+static int run_crossfree(const char *dir)
+{
+    char path[512];
+    cross_run(cross_sampler);
+    snprintf(path, sizeof path, "%s/held.heap", dir);
+    dump(path);
+    cross_run(cross_freer);
+    snprintf(path, sizeof path, "%s/freed.heap", dir);
+    dump(path);
+    print_stats();
+    return 0;
+}
+
 /* ---- one size ----------------------------------------------------------------------- */
 
 /* 32 MiB live in blocks of SIZE bytes (ARG: "SIZE:PATH"), malloc's, counted by the fast
@@ -582,7 +638,7 @@ static int run_class(const char *arg)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class|handoff [ARG]\n");
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class|handoff|crossfree [ARG]\n");
         return 2;
     }
     const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
@@ -618,6 +674,8 @@ int main(int argc, char **argv)
         return run_class(arg);
     if (strcmp(mode, "handoff") == 0)
         return run_handoff();
+    if (strcmp(mode, "crossfree") == 0)
+        return run_crossfree(arg);
     if (strcmp(mode, "first") == 0) {
         void *first[64];
         for (int i = 0; i < 64; i++)
