@@ -41,13 +41,14 @@ typedef enum {
 /* The heap profiler's record of a block it sampled, kept in the block's extent, in the
  * line a free reads anyway (a table of records apart cost each sampled free a cache miss
  * more, on bench/mixed the profiler's costliest): its call stack, its requested size, the
- * inverse of the probability it was sampled with (its weight), the usable size it
- * would have had unsampled (0: the extent's), and the profiler's shard that counted it. */
+ * inverse of the probability it was sampled with (its weight, in 1/1024ths of a block), the
+ * usable size it would have had unsampled (0: the extent's), and the profiler's shard that
+ * counted it. */
 struct prof_stack_s;
 typedef struct extent_prof_s {
     struct prof_stack_s *stack;
     uint64_t size;
-    double inv;
+    uint64_t count_fx;
     uint32_t usable;
     uint8_t shard; /* the profiler's shard that counted the sample */
 } extent_prof_t;

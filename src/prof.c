@@ -85,15 +85,19 @@ static uint64_t prof_seq, prof_seq_kind[3];                             /* atomi
 #define PROF_CHUNK_STACKS 512u
 #define PROF_MAX_CHUNKS 2048u
 
+/* What a sample or a sampled free touches, in two lines: the first the lock, the counts'
+ * chunks and the figures, the second the kept blocks.  The totals of the dump's header are
+ * the sum of the stacks' counts; a shard keeps only its live bytes, for prof_interval. */
 typedef struct prof_shard_s {
     lock_t lock;
-    unsigned nspare; /* atomic: peeked without the lock */
+    unsigned nspare;        /* atomic: peeked without the lock */
+    prof_counts_t **chunk;  /* PROF_MAX_CHUNKS of them, from the metadata at start-up */
+    uint64_t live_bytes;    /* atomic: prof_interval peeks at it */
+    uint64_t nlive, ndropped;
+    uint64_t nfound[3];     /* samples' stacks by how they were found (their sum: samples) */
     extent_t *spare[PROF_SPARE_MAX];
-    prof_counts_t total; /* live_bytes atomic: prof_interval peeks at it */
-    uint64_t nsamples, nlive, ndropped;
-    uint64_t nfound[3];         /* samples' stacks by how they were found */
-    prof_counts_t **chunk;      /* PROF_MAX_CHUNKS of them, from the metadata at start-up */
 } TIDE_ALIGNED_CL prof_shard_t;
+_Static_assert(sizeof(prof_shard_t) == 2 * TIDE_CACHELINE, "a shard is two lines");
 
 static prof_shard_t prof_shards[PROF_SHARDS];
 static unsigned prof_next_shard; /* atomic: the shard of the next thread that samples */
@@ -111,6 +115,7 @@ static unsigned prof_next_shard; /* atomic: the shard of the next thread that sa
 typedef struct prof_cached_s {
     uintptr_t frame;                  /* the entry's frame record, 0: empty */
     prof_stack_t *stack;              /* its entry in the table, once found (NULL: not yet) */
+    struct prof_counts_s *counts;     /* the thread's shard's counts of it, once made */
     uintptr_t pc[PROF_CACHE_DEPTH];   /* pc[0] = the return address at frame + 8 */
     uint16_t slot[PROF_CACHE_DEPTH];  /* where pc[i] (i > 0) is: frame + 8 * slot[i] */
     uint8_t n;
@@ -241,10 +246,20 @@ TIDE_SAMPLE_PATH static double prof_probability(size_t size)
     return p > 1e-300 ? p : 1e-300;
 }
 
+/* A record's weight in 1/PROF_FX blocks, from the inverse INV of its probability, rounded
+ * once when it is recorded: the free takes back the same integers, with no floating point.
+ * Through int64_t, one instruction where uint64_t takes a test and a branch: it stays below
+ * 2^51 (INV < 2^41 at the largest prof_sample, 2^40). */
+static uint64_t prof_count_fx(double inv) { return (uint64_t)(int64_t)(PROF_FX * inv + 0.5); }
+
 /* For each small class, set at start-up (prof_rate does not change after): prof_rate over
  * its size, and the inverse of the probability that a block of its size is sampled, so
- * that a sample by a class's countdown computes neither an exponential nor a division. */
-static double prof_class_scale[SC_NSMALL], prof_class_inv[SC_NSMALL];
+ * that a sample by a class's countdown computes neither an exponential nor a division;
+ * side by side, since a sample reads both. */
+static struct {
+    double scale;
+    uint64_t count_fx; /* the inverse, as a record's weight (prof_count_fx) */
+} prof_class[SC_NSMALL];
 
 /* The small class of exactly SIZE bytes, or SC_NSMALL. */
 TIDE_SAMPLE_PATH static unsigned prof_class_sized(size_t size)
@@ -292,7 +307,7 @@ _Static_assert(SC_NSMALL <= 64, "armed_classes has a bit for each small class");
  * gives a run of blocks of SIZE bytes. */
 TIDE_SAMPLE_PATH static int64_t prof_draw_count(unsigned cls)
 {
-    double d = prof_exponential() * prof_class_scale[cls];
+    double d = prof_exponential() * prof_class[cls].scale;
     if (!(d < (double)PROF_CLASS_NEVER))
         return PROF_CLASS_NEVER;
     int64_t n = (int64_t)d;
@@ -426,10 +441,9 @@ TIDE_SAMPLE_PATH static bool prof_reuse(prof_bt_t *bt, const uintptr_t *f)
             continue;
         bt->n = c->n;
         bt->stack = c->stack;
-        if (!c->stack) {
+        bt->cached = (prof_cached_t *)c;
+        if (!c->stack)
             memcpy(bt->pc, c->pc, c->n * sizeof c->pc[0]);
-            bt->cached = (prof_cached_t *)c;
-        }
         return true;
     }
     return false;
@@ -446,6 +460,7 @@ static bool prof_unwind_from(prof_bt_t *bt, const uintptr_t *f)
     prof_walk_t w = { .bt = bt, .entry_pc = f[1], .frame = (uintptr_t)f, .hi = t->stack_hi, .keep = c };
     c->frame = 0; /* invalid while it is being filled */
     c->stack = NULL;
+    c->counts = NULL;
     bt->n = 0;
     t->busy = 1;
     prof_unwind(prof_unwind_one, &w);
@@ -574,16 +589,9 @@ TIDE_SAMPLE_PATH static prof_stack_t *prof_stack_get(const prof_bt_t *bt)
 
 /* ---- records ---------------------------------------------------------------------- */
 
-/* A record's weights, in 1/PROF_FX blocks and in bytes: the same integers each time they
- * are computed from it, so that a free takes back what its sample added.  Through int64_t,
- * one instruction each way where uint64_t takes a test and a branch: both stay below 2^51
- * (inv < 2^41 at the largest prof_sample, 2^40, and size * inv is about prof_sample for
- * a block below it, at most 1.6 size above). */
-static uint64_t prof_rec_count(const extent_prof_t *r) { return (uint64_t)(int64_t)(PROF_FX * r->inv + 0.5); }
-static uint64_t prof_rec_bytes(const extent_prof_t *r)
-{
-    return (uint64_t)(int64_t)((double)(int64_t)r->size * r->inv + 0.5);
-}
+/* Its weight in bytes, SIZE * INV rounded: below 2^47 (size * inv is about prof_sample for a
+ * block below it, at most 1.6 size above), so SIZE * COUNT_FX stays below 2^57. */
+static uint64_t prof_rec_bytes(const extent_prof_t *r) { return (r->size * r->count_fx + PROF_FX / 2) / PROF_FX; }
 
 /* The calling thread's shard: given in turn to the threads as they first sample or free
  * a sample. */
@@ -605,29 +613,24 @@ TIDE_SAMPLE_PATH static prof_counts_t *prof_counts(prof_shard_t *sh, const prof_
     return &(*c)[s->id % PROF_CHUNK_STACKS];
 }
 
-/* Counts C of R's stack in shard SH, and SH's totals, gain (ADD) or lose R's weights;
- * their cumulative counts too when R is a new sample (SAMPLED).  SH's lock held. */
-TIDE_SAMPLE_PATH static void prof_weigh(prof_shard_t *sh, prof_counts_t *c, const extent_prof_t *r, bool add,
-                                        bool sampled)
+/* Counts C of R's stack in shard SH, and SH's live bytes, gain (ADD) or lose R's weights;
+ * the cumulative counts too when R is a new sample (SAMPLED).  SH's lock held. */
+TIDE_INLINE void prof_weigh(prof_shard_t *sh, prof_counts_t *c, const extent_prof_t *r, bool add,
+                            bool sampled)
 {
-    uint64_t count = prof_rec_count(r), bytes = prof_rec_bytes(r);
-    prof_counts_t *t = &sh->total;
+    uint64_t count = r->count_fx, bytes = prof_rec_bytes(r);
     if (add) {
         c->live_count += count;
         c->live_bytes += bytes;
-        t->live_count += count;
-        ATOMIC_STORE(&t->live_bytes, t->live_bytes + bytes);
+        ATOMIC_STORE(&sh->live_bytes, sh->live_bytes + bytes);
     } else {
         c->live_count -= count;
         c->live_bytes -= bytes;
-        t->live_count -= count;
-        ATOMIC_STORE(&t->live_bytes, t->live_bytes - bytes);
+        ATOMIC_STORE(&sh->live_bytes, sh->live_bytes - bytes);
     }
     if (sampled) {
         c->alloc_count += count;
         c->alloc_bytes += bytes;
-        t->alloc_count += count;
-        t->alloc_bytes += bytes;
     }
 }
 
@@ -636,57 +639,62 @@ static int prof_dump_auto(unsigned kind, bool warn);
 /* Record block E as a sample of stack S (NULL: none could be had) in shard SH, whose lock
  * is held: false when it stays unprofiled (out of metadata). */
 TIDE_SAMPLE_PATH static bool record_in(prof_shard_t *sh, extent_t *e, prof_stack_t *s, const prof_bt_t *bt,
-                                       size_t size, size_t usable, double inv)
+                                       size_t size, size_t usable, uint64_t count_fx)
 {
     sh->nfound[bt->how]++;
-    prof_counts_t *c = s ? prof_counts(sh, s) : NULL;
+    /* A recognised stack's counts in this thread's shard are kept with it. */
+    prof_cached_t *k = bt->cached;
+    bool mine = k && k->frame == bt->frame && k->stack == s;
+    prof_counts_t *c = mine && k->counts ? k->counts : s ? prof_counts(sh, s) : NULL;
     if (!c) {
         sh->ndropped++;
         return false;
     }
-    e->prof_rec = (extent_prof_t){
-        .stack = s, .size = size, .inv = inv, .usable = (uint32_t)usable, .shard = (uint8_t)(sh - prof_shards)
-    };
+    if (mine)
+        k->counts = c;
+    e->prof_rec = (extent_prof_t){ .stack = s,
+                                   .size = size,
+                                   .count_fx = count_fx,
+                                   .usable = (uint32_t)usable,
+                                   .shard = (uint8_t)(sh - prof_shards) };
     e->prof = 1;
     prof_weigh(sh, c, &e->prof_rec, true, true);
-    sh->nsamples++;
     sh->nlive++;
     return true;
 }
 
-/* After a sample: a dump when the live heap grew by prof_interval since the last.  The
- * shards' totals are read without their locks (a dump a sample early or late is no
- * matter); one thread wins the mark and dumps. */
-TIDE_SAMPLE_PATH static void prof_interval_check(void)
+/* After a sample, with prof_interval set (INTERVAL): a dump when the live heap grew by it
+ * since the last.  The shards' live bytes are read without their locks (a dump a sample
+ * early or late is no matter); one thread wins the mark and dumps. */
+static TIDE_NOINLINE void prof_interval_check(uint64_t interval)
 {
-    uint64_t interval = (uint64_t)ATOMIC_LOAD(&conf.prof_interval);
-    if (!interval)
-        return;
     uint64_t live = 0;
     for (unsigned k = 0; k < PROF_SHARDS; k++)
-        live += ATOMIC_LOAD(&prof_shards[k].total.live_bytes);
+        live += ATOMIC_LOAD(&prof_shards[k].live_bytes);
     uint64_t mark = ATOMIC_LOAD(&prof_interval_mark);
     if ((int64_t)(live - mark) >= (int64_t)interval &&
         __atomic_compare_exchange_n(&prof_interval_mark, &mark, live, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         prof_dump_auto(1, true);
 }
 
-static double record_inv(size_t psize)
+/* The weight of a sample taken with the probability of PSIZE bytes. */
+TIDE_INLINE uint64_t record_weight(size_t psize)
 {
     unsigned cls = prof_class_sized(psize);
-    return cls < SC_NSMALL ? prof_class_inv[cls] : 1 / prof_probability(psize);
+    return cls < SC_NSMALL ? prof_class[cls].count_fx : prof_count_fx(1 / prof_probability(psize));
 }
 
 TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, size_t psize)
 {
     prof_stack_t *s = prof_stack_get(bt);
-    double inv = record_inv(psize);
+    uint64_t count_fx = record_weight(psize);
     prof_shard_t *sh = prof_my_shard();
     lock_acquire(&sh->lock);
-    bool recorded = record_in(sh, e, s, bt, size, usable, inv);
+    bool recorded = record_in(sh, e, s, bt, size, usable, count_fx);
     lock_release(&sh->lock);
-    if (recorded)
-        prof_interval_check();
+    uint64_t interval = ATOMIC_LOAD(&conf.prof_interval);
+    if (recorded && unlikely(interval))
+        prof_interval_check(interval);
 }
 
 /* A kept block from shard SH, whose lock is held, or NULL. */
@@ -741,14 +749,26 @@ TIDE_SAMPLE_PATH extent_t *prof_record_kept(const prof_bt_t *bt, size_t size, si
     if (!ATOMIC_LOAD(&sh->nspare) && !spare_steal(sh))
         return NULL;
     prof_stack_t *s = prof_stack_get(bt);
-    double inv = record_inv(psize);
+    uint64_t count_fx = record_weight(psize);
     lock_acquire(&sh->lock);
     extent_t *e = spare_take(sh);
-    bool recorded = e && record_in(sh, e, s, bt, size, usable, inv);
+    bool recorded = e && record_in(sh, e, s, bt, size, usable, count_fx);
     lock_release(&sh->lock);
-    if (recorded)
-        prof_interval_check();
+    uint64_t interval = ATOMIC_LOAD(&conf.prof_interval);
+    if (recorded && unlikely(interval))
+        prof_interval_check(interval);
     return e;
+}
+
+/* SH, whose lock is held, could not get metadata for the counts of R's stack: the shard
+ * that sampled R has them.  Its lock is held on return, with the counts in *C. */
+static TIDE_NOINLINE prof_shard_t *free_in_sampling_shard(prof_shard_t *sh, const extent_prof_t *r, prof_counts_t **c)
+{
+    lock_release(&sh->lock);
+    sh = &prof_shards[r->shard];
+    lock_acquire(&sh->lock);
+    *c = prof_counts(sh, r->stack);
+    return sh;
 }
 
 TIDE_SAMPLE_PATH bool prof_free(extent_t *e, bool keep)
@@ -758,13 +778,8 @@ TIDE_SAMPLE_PATH bool prof_free(extent_t *e, bool keep)
     prof_shard_t *sh = prof_my_shard();
     lock_acquire(&sh->lock);
     prof_counts_t *c = prof_counts(sh, r->stack);
-    if (unlikely(!c)) {
-        /* Out of metadata for this shard's counts: the sampling shard has them. */
-        lock_release(&sh->lock);
-        sh = &prof_shards[r->shard];
-        lock_acquire(&sh->lock);
-        c = prof_counts(sh, r->stack);
-    }
+    if (unlikely(!c))
+        sh = free_in_sampling_shard(sh, r, &c);
     prof_weigh(sh, c, r, false, false);
     sh->nlive--;
     keep = keep && sh->nspare < PROF_SPARE_MAX;
@@ -828,9 +843,9 @@ void prof_resized(const extent_prof_t *rec, extent_t *e, size_t old_size, size_t
         prof_counts_t *c = prof_counts(sh, r.stack);
         prof_weigh(sh, c, &r, false, false);
         if (size > r.size) {
-            double p = 1 / r.inv;
+            double p = (double)PROF_FX / (double)r.count_fx;
             p = 1 - (1 - p) * (1 - prof_one_minus_exp_neg((double)(size - r.size) / prof_rate));
-            r.inv = 1 / p;
+            r.count_fx = prof_count_fx(1 / p);
         }
         r.size = size;
         r.usable = 0; /* a large block now */
@@ -869,20 +884,13 @@ static void prof_shards_unlock(void)
         lock_release(&prof_shards[k].lock);
 }
 
-/* Each stack's counts summed over the shards into its sum, and the totals into *TOTAL, at
+/* Each stack's counts summed over the shards into its sum, and all of them into *TOTAL, at
  * one instant (prof_lock held: the table stays as it is; the shards' locks are taken only
  * for the sums, so that samples go on while the dump is written). */
 static void prof_sum(prof_counts_t *total)
 {
     prof_shards_lock();
     *total = (prof_counts_t){ 0 };
-    for (unsigned k = 0; k < PROF_SHARDS; k++) {
-        const prof_counts_t *t = &prof_shards[k].total;
-        total->live_count += t->live_count;
-        total->live_bytes += t->live_bytes;
-        total->alloc_count += t->alloc_count;
-        total->alloc_bytes += t->alloc_bytes;
-    }
     for (unsigned b = 0; b < PROF_BUCKETS; b++) {
         for (prof_stack_t *s = prof_buckets[b]; s; s = s->next) {
             prof_counts_t sum = { 0 };
@@ -897,6 +905,10 @@ static void prof_sum(prof_counts_t *total)
                 sum.alloc_bytes += c->alloc_bytes;
             }
             s->sum = sum;
+            total->live_count += sum.live_count;
+            total->live_bytes += sum.live_bytes;
+            total->alloc_count += sum.alloc_count;
+            total->alloc_bytes += sum.alloc_bytes;
         }
     }
     prof_shards_unlock();
@@ -1041,8 +1053,8 @@ void prof_boot(void)
         return;
     prof_rate = (double)conf.prof_sample;
     for (unsigned c = 0; c < SC_NSMALL; c++) {
-        prof_class_scale[c] = prof_rate / (double)sc_size[c];
-        prof_class_inv[c] = 1 / prof_probability(sc_size[c]);
+        prof_class[c].scale = prof_rate / (double)sc_size[c];
+        prof_class[c].count_fx = prof_count_fx(1 / prof_probability(sc_size[c]));
     }
     /* The tables' first chunks now: a sample then needs more only as stacks grow. */
     prof_buckets = meta_alloc(PROF_BUCKETS * sizeof *prof_buckets);
@@ -1109,7 +1121,7 @@ void prof_stats(prof_stats_t *out)
     for (unsigned k = 0; k < PROF_SHARDS; k++) {
         prof_shard_t *sh = &prof_shards[k];
         lock_acquire(&sh->lock);
-        out->samples += sh->nsamples;
+        out->samples += sh->nfound[PROF_WALKED] + sh->nfound[PROF_RECOGNISED] + sh->nfound[PROF_UNWOUND] - sh->ndropped;
         out->live_samples += sh->nlive;
         out->dropped += sh->ndropped;
         out->frame_walks += sh->nfound[PROF_WALKED];
