@@ -715,6 +715,8 @@ TIDE_SAMPLE_PATH static extent_t *spare_take(prof_shard_t *sh)
 static bool spare_steal(prof_shard_t *sh)
 {
     prof_shard_t *from = NULL;
+    if (ATOMIC_LOAD(&prof_next_shard) < 2)
+        return false; /* only this thread's shard in use: no look at the others' lines */
     for (unsigned k = 0; k < PROF_SHARDS && !from; k++)
         if (&prof_shards[k] != sh && ATOMIC_LOAD(&prof_shards[k].nspare))
             from = &prof_shards[k];
