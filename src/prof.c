@@ -8,8 +8,8 @@
  * and a sampled block's free (whichever thread frees it) add to and take from the counts
  * of the calling thread's shard alone, so two threads that sample touch no line the other
  * writes (with one lock and one set of counts for all, those lines passed between the CPUs
- * at every sample: at prof_sample:16k, bench/larson's samples took 3x the time they take
- * now); a shard's counts of a stack may go below zero, their sum over the shards, which a
+ * at every sample: at prof_sample:16k, bench/larson's samples took about twice the time
+ * they take now); a shard's counts of a stack may go below zero, their sum over the shards, which a
  * dump takes, is the stack's.  Weights are
  * fixed-point integers (counts in 1/1024ths), so that a free takes back exactly what its
  * sample added.  Locks: prof_lock (the table; a dump) before the shards' (in their order),
