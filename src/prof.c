@@ -61,8 +61,13 @@ typedef struct prof_stack_s {
 _Static_assert(sizeof(extent_prof_t) <= sizeof(((extent_t *)0)->bitmap), "a record does not grow the extent");
 
 static lock_t prof_lock; /* the table's growth, a dump */
-static int prof_ready; /* atomic: booted, sampling may start */
-static double prof_rate;
+/* What a sample reads of the settings, in one line of its own: the conf line is not
+ * touched by samples (prof and the prof keys are fixed at start-up). */
+static struct {
+    int ready;         /* atomic: booted, sampling may start */
+    double rate;       /* prof_sample */
+    uint64_t interval; /* prof_interval */
+} TIDE_ALIGNED_CL prof_set;
 static prof_stack_t **prof_buckets; /* heads: atomic (read without prof_lock) */
 static uintptr_t prof_stack_cur, prof_stack_end;
 static uint64_t prof_interval_mark; /* atomic: live bytes at the last interval dump */
@@ -233,16 +238,16 @@ TIDE_SAMPLE_PATH static double prof_exponential(void)
     return t->draws[--t->ndraws];
 }
 
-/* An exponentially distributed interval of mean prof_rate bytes. */
+/* An exponentially distributed interval of mean prof_sample bytes. */
 TIDE_SAMPLE_PATH static int64_t prof_draw(void)
 {
-    double d = prof_exponential() * prof_rate;
+    double d = prof_exponential() * prof_set.rate;
     return d < 1 ? 1 : d > 4e18 ? (int64_t)4e18 : (int64_t)d;
 }
 
 TIDE_SAMPLE_PATH static double prof_probability(size_t size)
 {
-    double p = prof_one_minus_exp_neg((double)size / prof_rate);
+    double p = prof_one_minus_exp_neg((double)size / prof_set.rate);
     return p > 1e-300 ? p : 1e-300;
 }
 
@@ -252,7 +257,7 @@ TIDE_SAMPLE_PATH static double prof_probability(size_t size)
  * 2^51 (INV < 2^41 at the largest prof_sample, 2^40). */
 static uint64_t prof_count_fx(double inv) { return (uint64_t)(int64_t)(PROF_FX * inv + 0.5); }
 
-/* For each small class, set at start-up (prof_rate does not change after): prof_rate over
+/* For each small class, set at start-up (prof_sample does not change after): prof_sample over
  * its size, and the inverse of the probability that a block of its size is sampled, so
  * that a sample by a class's countdown computes neither an exponential nor a division;
  * side by side, since a sample reads both. */
@@ -275,12 +280,10 @@ TIDE_SAMPLE_PATH static unsigned prof_class_sized(size_t size)
 TIDE_SAMPLE_PATH bool prof_fire(void)
 {
     tcache_t *tc = &tcache_tls;
-    if (!ATOMIC_LOAD(&conf.prof)) {
-        tc->prof_left = INT64_MAX;
-        return false;
-    }
-    if (!ATOMIC_LOAD_ACQ(&prof_ready)) {
-        tc->prof_left = 64 * KiB; /* starting up: look again later */
+    /* Ready first: only a profiler that is on gets ready. */
+    if (unlikely(!ATOMIC_LOAD_ACQ(&prof_set.ready))) {
+        /* off: never again; starting up: look again later */
+        tc->prof_left = !ATOMIC_LOAD(&conf.prof) ? INT64_MAX : (int64_t)(64 * KiB);
         return false;
     }
     prof_tls_t *t = &prof_tls;
@@ -302,8 +305,8 @@ _Static_assert(SC_NSMALL <= 64, "armed_classes has a bit for each small class");
 #define PROF_CLASS_NEVER ((int64_t)1 << 46)
 
 /* How many allocations of class CLS (SIZE bytes) up to and including the next one
- * sampled: N = ceil(E / SIZE) for an exponential interval E of mean prof_rate, geometric
- * with P(N > k) = exp(-k SIZE / prof_rate), which is what the byte countdown's interval
+ * sampled: N = ceil(E / SIZE) for an exponential interval E of mean prof_sample, geometric
+ * with P(N > k) = exp(-k SIZE / prof_sample), which is what the byte countdown's interval
  * gives a run of blocks of SIZE bytes. */
 TIDE_SAMPLE_PATH static int64_t prof_draw_count(unsigned cls)
 {
@@ -320,10 +323,9 @@ TIDE_SAMPLE_PATH bool prof_class_fire(unsigned cls)
     tcache_t *tc = &tcache_tls;
     int64_t left; /* allocations to let by before the next sample */
     bool fire = false;
-    if (!ATOMIC_LOAD(&conf.prof)) {
-        left = PROF_CLASS_NEVER;
-    } else if (!ATOMIC_LOAD_ACQ(&prof_ready)) {
-        left = (int64_t)(64 * KiB / sc_size[cls]); /* starting up: look again later */
+    if (unlikely(!ATOMIC_LOAD_ACQ(&prof_set.ready))) {
+        /* off: never again; starting up: look again later */
+        left = !ATOMIC_LOAD(&conf.prof) ? PROF_CLASS_NEVER : (int64_t)(64 * KiB / sc_size[cls]);
     } else {
         prof_tls_t *t = &prof_tls;
         int64_t n = prof_draw_count(cls);
@@ -692,7 +694,7 @@ TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size,
     lock_acquire(&sh->lock);
     bool recorded = record_in(sh, e, s, bt, size, usable, count_fx);
     lock_release(&sh->lock);
-    uint64_t interval = ATOMIC_LOAD(&conf.prof_interval);
+    uint64_t interval = prof_set.interval;
     if (recorded && unlikely(interval))
         prof_interval_check(interval);
 }
@@ -756,7 +758,7 @@ TIDE_SAMPLE_PATH extent_t *prof_record_kept(const prof_bt_t *bt, size_t size, si
     extent_t *e = spare_take(sh);
     bool recorded = e && record_in(sh, e, s, bt, size, usable, count_fx);
     lock_release(&sh->lock);
-    uint64_t interval = ATOMIC_LOAD(&conf.prof_interval);
+    uint64_t interval = prof_set.interval;
     if (recorded && unlikely(interval))
         prof_interval_check(interval);
     return e;
@@ -846,7 +848,7 @@ void prof_resized(const extent_prof_t *rec, extent_t *e, size_t old_size, size_t
         prof_weigh(sh, c, &r, false, false);
         if (size > r.size) {
             double p = (double)PROF_FX / (double)r.count_fx;
-            p = 1 - (1 - p) * (1 - prof_one_minus_exp_neg((double)(size - r.size) / prof_rate));
+            p = 1 - (1 - p) * (1 - prof_one_minus_exp_neg((double)(size - r.size) / prof_set.rate));
             r.count_fx = prof_count_fx(1 / p);
         }
         r.size = size;
@@ -993,7 +995,7 @@ static int prof_write(const char *path)
 
 int prof_dump(const char *path)
 {
-    if (!ATOMIC_LOAD(&conf.prof) || !ATOMIC_LOAD_ACQ(&prof_ready))
+    if (!ATOMIC_LOAD(&conf.prof) || !ATOMIC_LOAD_ACQ(&prof_set.ready))
         return ENOENT;
     if (!path)
         return prof_dump_auto(2, false);
@@ -1053,9 +1055,10 @@ void prof_boot(void)
 {
     if (!ATOMIC_LOAD(&conf.prof))
         return;
-    prof_rate = (double)conf.prof_sample;
+    prof_set.rate = (double)conf.prof_sample;
+    prof_set.interval = (uint64_t)conf.prof_interval;
     for (unsigned c = 0; c < SC_NSMALL; c++) {
-        prof_class[c].scale = prof_rate / (double)sc_size[c];
+        prof_class[c].scale = prof_set.rate / (double)sc_size[c];
         prof_class[c].count_fx = prof_count_fx(1 / prof_probability(sc_size[c]));
     }
     /* The tables' first chunks now: a sample then needs more only as stacks grow. */
@@ -1083,7 +1086,7 @@ void prof_boot(void)
             prof_unwind = (prof_unwind_fn)dlsym(gcc, "_Unwind_Backtrace");
     }
     prof_tls.busy = 0;
-    ATOMIC_STORE_REL(&prof_ready, 1);
+    ATOMIC_STORE_REL(&prof_set.ready, 1);
     /* This thread's allocations while tide started (these above among them) found the
      * profiler not ready and put off their look for 64 KiB: the program's own come next. */
     tcache_tls.prof_left = 0;
@@ -1093,7 +1096,7 @@ void prof_boot(void)
 
 void prof_exit(void)
 {
-    if (ATOMIC_LOAD(&conf.prof) && ATOMIC_LOAD(&conf.prof_final) && ATOMIC_LOAD_ACQ(&prof_ready))
+    if (ATOMIC_LOAD(&conf.prof) && ATOMIC_LOAD(&conf.prof_final) && ATOMIC_LOAD_ACQ(&prof_set.ready))
         prof_dump_auto(0, true);
 }
 
