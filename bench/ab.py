@@ -12,6 +12,8 @@ times, and reports per row:
   med    the ratio of B's median time to A's;
   pairs  the median of the ratios of each adjacent A, B pair (a slow stretch of the
          machine hurts both runs of a pair);
+  95%    where that median lies with 95 % confidence (a bootstrap over the pairs, 2000
+         resamples): a row whose interval holds 1.000 has shown no difference;
   fast   the ratio of the fastest tenths' (10th percentiles): the noise only ever slows a
          run down, so the fast runs are the ones closest to what the code costs;
   cpu    the pairs' median ratio of the run's CPU time (user + system, getrusage): other
@@ -27,17 +29,25 @@ Ratios are B / A in time (ebizzy: in records per second, inverted, so that above
 slower for every row).  Two builds: --a LABEL=LIBTIDE.SO --b LABEL=LIBTIDE.SO; two
 settings of one build: the same library with ":TIDE_CONF" after it (--b new=lib.so:prof:on).
 
+--pin CPU runs the single-threaded rows (pairs, powers, mixed -t 1) on that CPU alone: left
+to the scheduler, one run in several of bench/pairs moved between the CPUs and took 1.3-1.4x
+the time of the others, pinned none did (2026-12-04).
+
 Usage: bench/ab.py --builddir . --a base=/tmp/base/src/.libs/libtide.so --b new=src/.libs/libtide.so
-                   [--rows pairs-batch,pairs-lifo,...] [--runs 40] [--work PERCENT]
+                   [--rows pairs-batch,pairs-lifo,...] [--runs 40] [--work PERCENT] [--pin CPU]
 """
 
 import argparse
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
 import sys
+
+# The rows whose program runs one thread of its own (--pin).
+SINGLE_THREADED = {"pairs-batch", "pairs-lifo", "mixed-1t", "powers"}
 
 # name: (argv after the program's path, what it prints, higher is better)
 ROWS = {
@@ -71,10 +81,12 @@ def variant(text):
     return label, os.path.abspath(lib), conf
 
 
-def measure(bindir, row, work, v):
+def measure(bindir, row, work, v, pin=None):
     """The row's figure under V, with the run's CPU seconds and minor faults."""
     argv, key, _ = ROWS[row]
     argv = [os.path.join(bindir, argv[0])] + [a.replace("{w}", str(work)) for a in argv[1:]]
+    if pin is not None and row in SINGLE_THREADED:
+        argv = ["taskset", "-c", str(pin)] + argv
     env = dict(os.environ, LD_PRELOAD=v[1])
     env.pop("TIDE_CONF", None)
     if v[2]:
@@ -104,6 +116,14 @@ def tenth(xs):
     return s[(len(s) - 1) // 10]
 
 
+def median_interval(xs, resamples=2000, seed=1):
+    """A 95 % bootstrap interval of the median of XS (a fixed seed: the same runs give the
+    same interval)."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(resamples))
+    return meds[int(resamples * 0.025)], meds[int(resamples * 0.975) - 1]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--builddir", required=True)
@@ -113,6 +133,8 @@ def main():
     p.add_argument("--runs", type=int, default=40, help="runs of each row under each (default 40)")
     p.add_argument("--work", type=int, default=20,
                    help="the microbenchmarks' -w PERCENT (default 20: runs of 20-200 ms)")
+    p.add_argument("--pin", type=int, metavar="CPU",
+                   help="run the single-threaded rows on this CPU alone (taskset)")
     args = p.parse_args()
     bindir = os.path.join(args.builddir, "bench")
     rows = args.rows.split(",")
@@ -123,28 +145,33 @@ def main():
     print(f"A = {args.a[0]} ({args.a[1]}{' ' + args.a[2] if args.a[2] else ''}), "
           f"B = {args.b[0]} ({args.b[1]}{' ' + args.b[2] if args.b[2] else ''}); "
           f"{args.runs} runs of each, alternating; ratios B / A in time")
-    print(f"| row | A median | B median | med | pairs | fast | cpu | faults |")
-    print(f"|---|---:|---:|---:|---:|---:|---:|---:|")
+    if args.pin is not None:
+        print(f"single-threaded rows pinned to CPU {args.pin}")
+    print(f"| row | A median | B median | med | pairs | pairs 95% | fast | cpu | faults |")
+    print(f"|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         higher_better = ROWS[row][2]
         a, b, ca, cb, fa, fb = [], [], [], [], [], []
         for i in range(args.runs):
             first, second = (args.a, args.b) if i % 2 == 0 else (args.b, args.a)
             for v in (first, second):
-                x, cpu, faults = measure(bindir, row, args.work, v)
+                x, cpu, faults = measure(bindir, row, args.work, v, args.pin)
                 (a if v is args.a else b).append(x)
                 (ca if v is args.a else cb).append(cpu)
                 (fa if v is args.a else fb).append(faults)
         if higher_better:  # as times: the inverse
             a, b = [1 / x for x in a], [1 / x for x in b]
         med = statistics.median(b) / statistics.median(a)
-        pairs = statistics.median(y / x for x, y in zip(a, b))
+        ratios = [y / x for x, y in zip(a, b)]
+        pairs = statistics.median(ratios)
+        lo, hi = median_interval(ratios)
         fast = tenth(b) / tenth(a)
         cpu = statistics.median(y / x for x, y in zip(ca, cb) if x > 0)
         faults = statistics.median(fb) / max(statistics.median(fa), 1e-12)
         unit = "s/record" if higher_better else "s"
         print(f"| {row} | {statistics.median(a):.4g} {unit} | {statistics.median(b):.4g} {unit} "
-              f"| {med:.3f} | {pairs:.3f} | {fast:.3f} | {cpu:.3f} | {faults:.3f} |", flush=True)
+              f"| {med:.3f} | {pairs:.3f} | {lo:.3f}-{hi:.3f} | {fast:.3f} | {cpu:.3f} | {faults:.3f} |",
+              flush=True)
     return 0
 
 
