@@ -9,10 +9,10 @@
  * of the calling thread's shard alone, so two threads that sample touch no line the other
  * writes (with one lock and one set of counts for all, those lines passed between the CPUs
  * at every sample: at prof_sample:16k, bench/larson's samples took about twice the time
- * they take now); a shard's counts of a stack may go below zero, their sum over the shards, which a
- * dump takes, is the stack's.  Weights are
- * fixed-point integers (counts in 1/1024ths), so that a free takes back exactly what its
- * sample added.  Locks: prof_lock (the table; a dump) before the shards' (in their order),
+ * they take now).  A shard's count of a stack may go below zero; their sum over the
+ * shards, which a dump takes, is the stack's.  Weights are fixed-point integers (counts in
+ * 1/1024ths), rounded once when a sample is recorded, so that a free takes back exactly
+ * what its sample added.  Locks: prof_lock (the table; a dump) before the shards' (in their order),
  * meta's last; a sample or a free holds one shard's lock at a time, and takes prof_lock
  * only to add a stack, holding no other, so nothing here can deadlock with an allocation,
  * and a fork waits for all of them (init.c takes them before the page heap's). */
