@@ -48,7 +48,8 @@ fail=0
 ops_total=0
 summary=""
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
+failed_out=$(mktemp)
+trap 'rm -f "$tmp" "$failed_out"' EXIT
 IFS='
 '
 for conf in $configs $fault_configs; do
@@ -71,6 +72,7 @@ for conf in $configs $fault_configs; do
         if [ "$rc" -gt 128 ]; then
             verdict="FAILED (signal $((rc - 128)))"
         fi
+        { echo "soak: ---- $conf: $verdict"; cat "$tmp"; } >>"$failed_out"
     fi
     ops_total=$((ops_total + ${ops:-0}))
     summary="$summary$(printf '  %-62s %12s ops, %s errors: %s' "$conf" "${ops:-?}" "${errs:-?}" "$verdict")
@@ -82,4 +84,10 @@ echo "soak: summary"
 printf '%s' "$summary"
 echo "soak: $ops_total operations in all"
 echo "soak: $pass passed, $fail failed"
+# A harness that shows only a log's last lines (CI) still shows what failed, and the seed
+# to replay it with (-r).
+if [ "$fail" -ne 0 ]; then
+    echo "soak: the failed configurations' output again:"
+    cat "$failed_out"
+fi
 [ "$fail" -eq 0 ]
