@@ -16,7 +16,8 @@ bin=${SOAK_BIN:-test/stress/soak}
 # running all the while, -C; and for 1);
 # huge pages (purging whole 2 MiB units, with tide_check() running all the while once);
 # the cacheless, single-arena slow paths; and the heap profiler sampling one allocation in
-# 4 KiB (sampled blocks of every size, realloc'd, moved and freed, tide_check() running).
+# 4 KiB (sampled blocks of every size, realloc'd, moved and freed, tide_check() running),
+# and every allocation sampled, so that any block left behind is a sampled 16 KiB one.
 # Then test/stress/soak_fault (see below).
 configs="purge:none
 purge:dontneed
@@ -29,7 +30,8 @@ remap:on,remap_threshold:65536,remap_max:1,purge:dontneed
 thp:on,purge:dontneed,decay_ms:0
 thp:on,purge:free,decay_ms:0 -C
 tcache:off,arenas:1,background:off
-prof:on,prof_sample:4k,remap_threshold:65536,remap_max:16 -C"
+prof:on,prof_sample:4k,remap_threshold:65536,remap_max:16 -C
+prof:on,prof_sample:1"
 
 # The same soak against the fault-injection build, with the OS layer failing at random.
 fault_bin=${SOAK_FAULT_BIN:-test/stress/soak_fault}
