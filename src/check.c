@@ -61,9 +61,12 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
             } else if (e->state == EXTENT_SLAB) {
                 if (e->cls >= SC_NSMALL || e->guard > 1 || n != sc_slab_pages[e->cls] + e->guard)
                     return check_fail("slab of a bad class or size", a);
-                for (size_t i = 0; i < n - e->guard; i++)
-                    if (pm_read(r, a + (i << LG_PAGE)) != pm_slab_page(e, e->cls, i))
+                for (size_t i = 0; i < n - e->guard; i++) {
+                    pm_entry_t want = pm_slab_page(e, e->cls, i), got = pm_read(r, a + (i << LG_PAGE));
+                    /* (A page of a class of a page or more may be marked: its block sampled.) */
+                    if (got != want && !(sc_size[e->cls] >= PAGE && got == pm_sampled_page(want)))
                         return check_fail("slab page with a bad entry", a + (i << LG_PAGE));
+                }
                 if (e->guard && pm_read(r, extent_end(e) - PAGE) != pm_guard(e))
                     return check_fail("slab guard page with a bad entry", extent_end(e) - PAGE);
                 *guards += e->guard;

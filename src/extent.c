@@ -838,6 +838,13 @@ void extent_release_held(extent_t *e)
     lock_release(&pageheap.lock);
 }
 
+void extent_mark_sampled(extent_t *slab, uintptr_t block, bool sampled)
+{
+    TIDE_ASSERT(slab->state == EXTENT_SLAB && sc_size[slab->cls] >= PAGE);
+    pm_entry_t e = pm_slab_page(slab, slab->cls, (block - slab->addr) >> LG_PAGE);
+    pm_write(extent_range(slab), block, sampled ? pm_sampled_page(e) : e);
+}
+
 extent_t *extent_of_block(uintptr_t addr)
 {
     const range_t *r = region_range_of(addr);

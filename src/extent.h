@@ -180,6 +180,11 @@ static inline size_t extent_block_pages(const extent_t *e) { return e->npages - 
 /* The guard page of E (when E->guard). */
 static inline uintptr_t extent_guard_page(const extent_t *e) { return e->addr + (extent_block_pages(e) << LG_PAGE); }
 
+/* Mark the page on which BLOCK, a block of slab SLAB of a class of a page or more, starts
+ * as holding a block the heap profiler sampled (pagemap.h: its frees take the slow path),
+ * or unmark it.  The caller keeps the block from being freed meanwhile. */
+void extent_mark_sampled(extent_t *slab, uintptr_t block, bool sampled);
+
 /* The extent whose first page is ADDR when it is a live large block or slab, else NULL. */
 extent_t *extent_of_block(uintptr_t addr);
 

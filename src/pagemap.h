@@ -5,6 +5,10 @@
  * bits, for a slab page the page's index in its slab in bits 48-50, and a tag in the top
  * 8 that says what the page is:
  *   slab page        every page of a slab: the slab, the page's index, its class;
+ *   sampled page     a slab page of a class of a page or more (on which one block at most
+ *                    starts) whose block the heap profiler sampled: the same, under a tag
+ *                    of its own, so that the free fast path leaves that block to the slow
+ *                    path, which takes its record off (prof.c);
  *   large head       the first page of a large block: the block, its cached class if it
  *                    has one;
  *   large tail       the last page of a large block: the block (no class);
@@ -47,6 +51,8 @@ _Static_assert(sizeof(pm_entry_t) == REGION_PM_ENTRY_BYTES, "the region reserves
 #define PM_TAG_RESERVED 0xF2u
 #define PM_TAG_FREED 0xF3u
 #define PM_TAG_GUARD 0xF4u
+#define PM_TAG_SAMPLED 0x80u /* + the class: a sampled page */
+_Static_assert(SC_NCACHED < PM_TAG_SAMPLED && PM_TAG_SAMPLED + SC_NSMALL <= PM_TAG_LARGE, "the tags are apart");
 
 static inline pm_entry_t pm_make_(uintptr_t low, unsigned tag)
 {
@@ -63,6 +69,17 @@ static inline pm_entry_t pm_slab_page(const void *slab, unsigned cls, size_t pag
 {
     TIDE_ASSERT(cls < SC_NSMALL && page <= PM_PAGE_MASK);
     return pm_make_((uintptr_t)slab, cls + 1u) | ((uint64_t)page << PM_PAGE_SHIFT);
+}
+/* Slab page entry E (pm_slab_page) as a sampled page, and back. */
+static inline pm_entry_t pm_sampled_page(pm_entry_t e)
+{
+    TIDE_ASSERT(pm_tag_(e) >= 1 && pm_tag_(e) <= SC_NSMALL);
+    return (e & ~((uint64_t)0xFF << PM_TAG_SHIFT)) | ((uint64_t)(PM_TAG_SAMPLED + pm_tag_(e) - 1) << PM_TAG_SHIFT);
+}
+static inline pm_entry_t pm_unsampled_page(pm_entry_t e)
+{
+    TIDE_ASSERT(pm_tag_(e) >= PM_TAG_SAMPLED && pm_tag_(e) < PM_TAG_SAMPLED + SC_NSMALL);
+    return (e & ~((uint64_t)0xFF << PM_TAG_SHIFT)) | ((uint64_t)(pm_tag_(e) - PM_TAG_SAMPLED + 1) << PM_TAG_SHIFT);
 }
 static inline pm_entry_t pm_large_head(const void *block, unsigned cls)
 {
@@ -93,6 +110,9 @@ static inline bool pm_is_large_edge(pm_entry_t e)
     unsigned t = pm_tag_(e);
     return t == PM_TAG_LARGE || (t > SC_NSMALL && t <= SC_NCACHED);
 }
+static inline bool pm_is_sampled_page(pm_entry_t e) { return pm_tag_(e) - PM_TAG_SAMPLED < SC_NSMALL; }
+/* The class of a sampled page. */
+static inline unsigned pm_sampled_class(pm_entry_t e) { return pm_tag_(e) - PM_TAG_SAMPLED; }
 static inline bool pm_is_free_edge(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREE; }
 static inline bool pm_is_freed_head(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREED; }
 static inline bool pm_is_guard(pm_entry_t e) { return pm_tag_(e) == PM_TAG_GUARD; }
