@@ -37,6 +37,7 @@ typedef struct block_s {
     extent_t *ext;  /* the slab or large extent */
     size_t usable;
     bool sampled;   /* a block of guard_sample: its own extent, before a guard page */
+    bool prof_slab; /* a block the heap profiler sampled, in its slab (a sampled page) */
 } block_t;
 
 /* Whether A is guard_sample's block in live large extent E, and if so describe it: out of
@@ -48,6 +49,7 @@ static TIDE_NOINLINE bool block_sampled(uintptr_t a, extent_t *e, pm_entry_t ent
     b->cls = pm_class(entry);
     b->ext = e;
     b->sampled = true;
+    b->prof_slab = false;
     b->usable = guard_sample_usable(e);
     return true;
 }
@@ -63,12 +65,15 @@ static TIDE_NOINLINE void block_lookup_any(void *p, const char *func, block_t *b
     pm_entry_t entry = pm_read(r, a);
     extent_t *e = pm_desc(entry);
     b->sampled = false;
-    if (pm_is_slab_page(entry)) {
-        if (unlikely(!sc_starts_region(pm_slab_class(entry), a - pm_slab_base(entry, a))))
+    b->prof_slab = false;
+    if (pm_is_slab_page(entry) || pm_is_sampled_page(entry)) {
+        unsigned cls = pm_is_slab_page(entry) ? pm_slab_class(entry) : pm_sampled_class(entry);
+        if (unlikely(!sc_starts_region(cls, a - pm_slab_base(entry, a))))
             report_invalid_pointer(func, p);
-        b->cls = pm_slab_class(entry);
+        b->cls = cls;
         b->ext = e;
-        b->usable = sc_size[b->cls];
+        b->usable = sc_size[cls];
+        b->prof_slab = !pm_is_slab_page(entry);
         return;
     }
     if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE) {
@@ -114,6 +119,7 @@ TIDE_INLINE bool block_find(void *p, block_t *b)
                 b->ext = e;
                 b->usable = sc_size[cls];
                 b->sampled = false;
+                b->prof_slab = false;
                 return true;
             }
         } else if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE && e->addr == a && !e->sample &&
@@ -122,6 +128,7 @@ TIDE_INLINE bool block_find(void *p, block_t *b)
             b->ext = e;
             b->usable = unlikely(e->prof) ? prof_usable(e) : extent_block_size(e);
             b->sampled = false;
+            b->prof_slab = false;
             return true;
         }
     }
@@ -142,6 +149,8 @@ TIDE_INLINE void block_free(void *p, const block_t *b)
         guard_sample_free(e);
         return;
     }
+    if (unlikely(b->prof_slab))
+        prof_free_in_slab(p, e);
     bool moved = e->state == EXTENT_LARGE && e->moved_pieces;
     /* A sample's block of the smallest large class may stay with the profiler for the next
      * sample (not under guard:on, whose large blocks go to the quarantine). */
@@ -178,17 +187,33 @@ static inline void free_check_not_freed(void *p, const block_t *b, const char *f
     })
 
 /* A sampled allocation of SIZE requested bytes that the program sees as USABLE bytes,
- * sampled with the probability of PSIZE bytes (prof_record): a large block of its own
- * (aligned to ALIGN, zeroed when ZERO), whose extent carries the record of the stack of
- * the call whose frame record is FRAME.  A block of a cached class
- * comes from the thread cache: a small one is promoted to the smallest large class (as
- * jemalloc promotes to its smallest large size), so that a sample costs a cache pop, not a
- * trip to the page heap and the faults of pages it hands out. */
+ * sampled with the probability of PSIZE bytes, aligned to ALIGN, zeroed when ZERO, with the
+ * stack of the call whose frame record is FRAME.  A block of a small class of a page or
+ * more stays what it would have been, a region of a slab, its record apart and its page
+ * marked (prof_record_in_slab).  A smaller one is promoted to the smallest large class (as
+ * jemalloc promotes to its smallest large size), whose extent carries the record: in a
+ * slab, its page marked, the frees of the other blocks on that page would take the slow
+ * path too.  Other blocks are large blocks of their own, the record in their extent; a
+ * block of a cached class comes from the thread cache, so that a sample costs a cache pop,
+ * not a trip to the page heap and the faults of pages it hands out.  (A promoted block is
+ * another block than the program would have had, with pages of its own: on bench/churn,
+ * whose samples are mostly of 4-14 KiB, the promoted blocks' first touches were most of
+ * what the profiler cost.) */
 TIDE_SAMPLE_PATH static void *alloc_sampled(size_t size, size_t usable, size_t psize, size_t align, bool zero, void *frame)
 {
     prof_bt_t bt;
     prof_backtrace(&bt, frame);
     void *p;
+    if (usable >= PAGE && usable <= SC_SMALL_MAX && align <= PAGE) {
+        unsigned cls = sc_class_of(usable);
+        p = tcache_alloc_slow(cls);
+        if (p) {
+            prof_record_in_slab(p, &bt, size, psize);
+            if (zero)
+                memset(p, 0, size);
+        }
+        return p;
+    }
     if (usable <= SC_LOOKUP_MAX && align <= PAGE) {
         extent_t *kept = prof_record_kept(&bt, size, usable, psize);
         if (kept) {

@@ -29,6 +29,8 @@
 #include "lock.h"
 #include "meta.h"
 #include "os.h"
+#include "pagemap.h"
+#include "region.h"
 #include "report.h"
 
 #define PROF_BUCKETS (1u << 14)
@@ -638,9 +640,9 @@ TIDE_INLINE void prof_weigh(prof_shard_t *sh, prof_counts_t *c, const extent_pro
 
 static int prof_dump_auto(unsigned kind, bool warn);
 
-/* Record block E as a sample of stack S (NULL: none could be had) in shard SH, whose lock
- * is held: false when it stays unprofiled (out of metadata). */
-TIDE_SAMPLE_PATH static bool record_in(prof_shard_t *sh, extent_t *e, prof_stack_t *s, const prof_bt_t *bt,
+/* Fill record R of a sample of stack S (NULL: none could be had) and count it in shard SH,
+ * whose lock is held: false when it stays unprofiled (out of metadata). */
+TIDE_SAMPLE_PATH static bool record_in(prof_shard_t *sh, extent_prof_t *r, prof_stack_t *s, const prof_bt_t *bt,
                                        size_t size, size_t usable, uint64_t count_fx)
 {
     sh->nfound[bt->how]++;
@@ -654,14 +656,23 @@ TIDE_SAMPLE_PATH static bool record_in(prof_shard_t *sh, extent_t *e, prof_stack
     }
     if (mine)
         k->counts = c;
-    e->prof_rec = (extent_prof_t){ .stack = s,
-                                   .size = size,
-                                   .count_fx = count_fx,
-                                   .usable = (uint32_t)usable,
-                                   .shard = (uint8_t)(sh - prof_shards) };
-    e->prof = 1;
-    prof_weigh(sh, c, &e->prof_rec, true, true);
+    *r = (extent_prof_t){ .stack = s,
+                          .size = size,
+                          .count_fx = count_fx,
+                          .usable = (uint32_t)usable,
+                          .shard = (uint8_t)(sh - prof_shards) };
+    prof_weigh(sh, c, r, true, true);
     sh->nlive++;
+    return true;
+}
+
+/* Record E's block: in E, with E->prof set. */
+TIDE_SAMPLE_PATH static bool record_extent(prof_shard_t *sh, extent_t *e, prof_stack_t *s, const prof_bt_t *bt,
+                                           size_t size, size_t usable, uint64_t count_fx)
+{
+    if (!record_in(sh, &e->prof_rec, s, bt, size, usable, count_fx))
+        return false;
+    e->prof = 1;
     return true;
 }
 
@@ -692,7 +703,7 @@ TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size,
     uint64_t count_fx = record_weight(psize);
     prof_shard_t *sh = prof_my_shard();
     lock_acquire(&sh->lock);
-    bool recorded = record_in(sh, e, s, bt, size, usable, count_fx);
+    bool recorded = record_extent(sh, e, s, bt, size, usable, count_fx);
     lock_release(&sh->lock);
     uint64_t interval = prof_set.interval;
     if (recorded && unlikely(interval))
@@ -756,7 +767,7 @@ TIDE_SAMPLE_PATH extent_t *prof_record_kept(const prof_bt_t *bt, size_t size, si
     uint64_t count_fx = record_weight(psize);
     lock_acquire(&sh->lock);
     extent_t *e = spare_take(sh);
-    bool recorded = e && record_in(sh, e, s, bt, size, usable, count_fx);
+    bool recorded = e && record_extent(sh, e, s, bt, size, usable, count_fx);
     lock_release(&sh->lock);
     uint64_t interval = prof_set.interval;
     if (recorded && unlikely(interval))
@@ -775,10 +786,11 @@ static TIDE_NOINLINE prof_shard_t *free_in_sampling_shard(prof_shard_t *sh, cons
     return sh;
 }
 
-TIDE_SAMPLE_PATH bool prof_free(extent_t *e, bool keep)
+/* Take record R's weights off, in the calling thread's shard (else the one that sampled
+ * it, when this one could not get metadata for the counts of its stack): that shard, its
+ * lock held. */
+TIDE_SAMPLE_PATH static prof_shard_t *unweigh(const extent_prof_t *r)
 {
-    e->prof = 0;
-    const extent_prof_t *r = &e->prof_rec;
     prof_shard_t *sh = prof_my_shard();
     lock_acquire(&sh->lock);
     prof_counts_t *c = prof_counts(sh, r->stack);
@@ -786,6 +798,13 @@ TIDE_SAMPLE_PATH bool prof_free(extent_t *e, bool keep)
         sh = free_in_sampling_shard(sh, r, &c);
     prof_weigh(sh, c, r, false, false);
     sh->nlive--;
+    return sh;
+}
+
+TIDE_SAMPLE_PATH bool prof_free(extent_t *e, bool keep)
+{
+    e->prof = 0;
+    prof_shard_t *sh = unweigh(&e->prof_rec);
     keep = keep && sh->nspare < PROF_SPARE_MAX;
     if (keep) {
         /* As a thread cache marks the blocks it holds: a second free finds the mark. */
@@ -795,6 +814,123 @@ TIDE_SAMPLE_PATH bool prof_free(extent_t *e, bool keep)
     }
     lock_release(&sh->lock);
     return keep;
+}
+
+/* ---- samples kept in their slab ---------------------------------------------------- */
+
+/* Their records, by block address: open addressing with linear probing, under
+ * prof_slab_lock (after the shards' locks, before meta's).  A removal moves the entries
+ * after it back into the hole (no tombstones: a table serves any number of samples that
+ * come and go without filling up).  Grown by doubling when three quarters full, from the
+ * metadata (the old table stays there, unused: at most as much again). */
+typedef struct prof_slab_rec_s {
+    uintptr_t addr; /* 0: an empty slot */
+    extent_prof_t rec;
+} prof_slab_rec_t;
+
+#define PROF_SLAB_LG_MIN 8
+static lock_t prof_slab_lock;
+static prof_slab_rec_t *prof_slab_tab;
+static unsigned prof_slab_lg; /* the table holds 2^prof_slab_lg slots */
+static size_t prof_slab_n;    /* records in it */
+
+static size_t slab_home(uintptr_t a)
+{
+    return (size_t)(((uint64_t)(a >> LG_PAGE) * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - prof_slab_lg));
+}
+
+static void slab_put(uintptr_t a, const extent_prof_t *r)
+{
+    size_t mask = ((size_t)1 << prof_slab_lg) - 1, i = slab_home(a);
+    while (prof_slab_tab[i].addr)
+        i = (i + 1) & mask;
+    prof_slab_tab[i] = (prof_slab_rec_t){ .addr = a, .rec = *r };
+}
+
+/* Room for one record more, the table grown if need be: false when the metadata ran out. */
+static bool slab_room(void)
+{
+    size_t cap = prof_slab_tab ? (size_t)1 << prof_slab_lg : 0;
+    if ((prof_slab_n + 1) * 4 <= cap * 3)
+        return true;
+    unsigned lg = cap ? prof_slab_lg + 1 : PROF_SLAB_LG_MIN;
+    prof_slab_rec_t *t = meta_alloc(sizeof *t << lg), *old = prof_slab_tab;
+    if (!t)
+        return false;
+    prof_slab_tab = t;
+    prof_slab_lg = lg;
+    for (size_t i = 0; i < cap; i++)
+        if (old[i].addr)
+            slab_put(old[i].addr, &old[i].rec);
+    return true;
+}
+
+/* Take the record of block A out into *R: false when there is none. */
+static bool slab_take(uintptr_t a, extent_prof_t *r)
+{
+    if (!prof_slab_tab)
+        return false;
+    size_t mask = ((size_t)1 << prof_slab_lg) - 1, i = slab_home(a);
+    while (prof_slab_tab[i].addr != a) {
+        if (!prof_slab_tab[i].addr)
+            return false;
+        i = (i + 1) & mask;
+    }
+    *r = prof_slab_tab[i].rec;
+    prof_slab_n--;
+    /* Each entry after the hole, up to the next empty slot, moves into it unless its home
+     * lies cyclically in (hole, entry]: then it is where a search from its home finds it. */
+    for (size_t j = (i + 1) & mask; prof_slab_tab[j].addr; j = (j + 1) & mask) {
+        size_t h = slab_home(prof_slab_tab[j].addr);
+        if (((j - h) & mask) >= ((j - i) & mask)) {
+            prof_slab_tab[i] = prof_slab_tab[j];
+            i = j;
+        }
+    }
+    prof_slab_tab[i].addr = 0;
+    return true;
+}
+
+TIDE_SAMPLE_PATH void prof_record_in_slab(void *p, const prof_bt_t *bt, size_t size, size_t psize)
+{
+    uintptr_t a = (uintptr_t)p;
+    extent_t *slab = pm_desc(pm_read(region_range_of(a), a));
+    prof_stack_t *s = prof_stack_get(bt);
+    uint64_t count_fx = record_weight(psize);
+    prof_shard_t *sh = prof_my_shard();
+    extent_prof_t r;
+    lock_acquire(&sh->lock);
+    lock_acquire(&prof_slab_lock);
+    bool recorded = false;
+    if (slab_room()) {
+        recorded = record_in(sh, &r, s, bt, size, 0, count_fx);
+        if (recorded) {
+            slab_put(a, &r);
+            prof_slab_n++;
+            extent_mark_sampled(slab, a, true);
+        }
+    } else {
+        sh->nfound[bt->how]++;
+        sh->ndropped++;
+    }
+    lock_release(&prof_slab_lock);
+    lock_release(&sh->lock);
+    uint64_t interval = prof_set.interval;
+    if (recorded && unlikely(interval))
+        prof_interval_check(interval);
+}
+
+TIDE_SAMPLE_PATH void prof_free_in_slab(void *p, extent_t *slab)
+{
+    uintptr_t a = (uintptr_t)p;
+    extent_prof_t r;
+    lock_acquire(&prof_slab_lock);
+    bool found = slab_take(a, &r);
+    if (found)
+        extent_mark_sampled(slab, a, false);
+    lock_release(&prof_slab_lock);
+    if (found)
+        lock_release(&unweigh(&r)->lock);
 }
 
 void prof_trim(void)
@@ -1104,14 +1240,17 @@ void prof_prefork(void)
 {
     lock_acquire(&prof_lock);
     prof_shards_lock();
+    lock_acquire(&prof_slab_lock);
 }
 void prof_postfork_parent(void)
 {
+    lock_release(&prof_slab_lock);
     prof_shards_unlock();
     lock_release(&prof_lock);
 }
 void prof_postfork_child(void)
 {
+    lock_init(&prof_slab_lock);
     for (unsigned k = 0; k < PROF_SHARDS; k++)
         lock_init(&prof_shards[k].lock);
     lock_init(&prof_lock);

@@ -87,6 +87,12 @@ void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, s
  * small sample was promoted to, which the profiler may keep for the next such sample; true
  * when it did (the caller then leaves the block alone). */
 bool prof_free(extent_t *e, bool keep);
+/* Record block P, of a small class of a page or more, as a sample of stack BT: the
+ * record in a table apart, P's page marked (extent_mark_sampled), as prof_record. */
+void prof_record_in_slab(void *p, const prof_bt_t *bt, size_t size, size_t psize);
+/* Block P of SLAB, on a page marked so, is being freed: its record taken off, the page
+ * unmarked (nothing when P holds none: freed twice, which the free goes on to report). */
+void prof_free_in_slab(void *p, extent_t *slab);
 /* A block prof_free kept, for a small sample promoted to the smallest large class,
  * recorded as prof_record records one; NULL when none is kept. */
 extent_t *prof_record_kept(const prof_bt_t *bt, size_t size, size_t usable, size_t psize);

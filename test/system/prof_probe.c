@@ -18,6 +18,8 @@
  *   prof_probe first           64 blocks of 1 KiB, the program's first allocations
  *   prof_probe siblings PATH   4 MiB from sibling_a and 2 MiB from sibling_b, in turns, each
  *                              through the same make_block, from the same depth of the stack
+ *   prof_probe inslab [double|interior]  samples of 4-14 KiB, held by two threads, freed
+ *                              by others (see run_inslab)
  *   prof_probe crossfree DIR   12 threads each hold 2 MiB from cross_alloc (DIR/held.heap);
  *                              12 other threads free them (DIR/freed.heap)
  * Each prints "samples S live L walks W backtraces B dumps D reused R" (tide_stats_get) last. */
@@ -552,6 +554,89 @@ static int run_handoff(void)
     return 0;
 }
 
+/* ---- samples of a page or more, in their slab ------------------------------------------ */
+
+/* Blocks of the small classes of a page or more (4-14 KiB), every one sampled at
+ * prof_sample:1, held by two threads, then freed half by the thread that did not allocate
+ * them: they stay regions of their slabs (the page heap hands out no large block for
+ * them), tide_check finds the heap sound while they are live, and every record goes with
+ * its block.  Prints "large N samples S live L after A check C": large blocks handed out,
+ * samples taken, records live while held and after, tide_check's result.  With "double",
+ * one of them freed twice; with "interior", a pointer 16 bytes into one freed: both must
+ * abort. */
+#define INSLAB_N 64
+static const size_t inslab_sizes[] = { 4096, 5000, 8192, 14336 };
+static void *inslab_held[2][INSLAB_N];
+
+static void *inslab_alloc(void *arg)
+{
+    void **v = arg;
+    for (int i = 0; i < INSLAB_N; i++) {
+        size_t n = inslab_sizes[i % 4];
+        v[i] = memset(xmalloc_checked(i % 8 == 1 ? calloc(1, n) : malloc(n)), i, n);
+    }
+    return NULL;
+}
+
+static void *inslab_free_other(void *arg)
+{
+    void **v = arg;
+    for (int i = 0; i < INSLAB_N; i += 2)
+        free(v[i]);
+    return NULL;
+}
+
+static int run_inslab(const char *how)
+{
+    if (strcmp(how, "double") == 0 || strcmp(how, "interior") == 0) {
+        char *p = xmalloc_checked(malloc(8192));
+        if (how[0] == 'd')
+            free(p);
+        free(how[0] == 'd' ? p : p + 16);
+        fprintf(stderr, "<not caught>\n");
+        return 0;
+    }
+    /* A thread first: glibc keeps a joined thread's stack and its DTV (a malloc, sampled)
+     * for the next, which then allocates nothing of its own.  Then a free that leaves pages
+     * dirty, now that the process has threads: tide's purger thread starts (its DTV too). */
+    pthread_t t;
+    if (pthread_create(&t, NULL, inslab_free_other, (void *[INSLAB_N]){ 0 }) != 0)
+        die("pthread_create");
+    pthread_join(t, NULL);
+    free(memset(xmalloc_checked(malloc(4 * MiB)), 1, 4 * MiB));
+    tide_stats_t before, held, after;
+    tide_stats_get(&before, sizeof before);
+    inslab_alloc(inslab_held[0]);
+    if (pthread_create(&t, NULL, inslab_alloc, inslab_held[1]) != 0)
+        die("pthread_create");
+    pthread_join(t, NULL);
+    tide_stats_get(&held, sizeof held);
+    int check = tide_check();
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < INSLAB_N; i++)
+            for (size_t j = 0; j < inslab_sizes[i % 4]; j += 512)
+                if (((unsigned char *)inslab_held[k][i])[j] != (unsigned char)i) {
+                    fprintf(stderr, "block %d of thread %d: byte %zu changed\n", i, k, j);
+                    return 1;
+                }
+    /* The even ones by a thread that did not allocate them, the rest here; one realloc'd. */
+    if (pthread_create(&t, NULL, inslab_free_other, inslab_held[0]) != 0)
+        die("pthread_create");
+    pthread_join(t, NULL);
+    inslab_free_other(inslab_held[1]);
+    inslab_held[1][1] = xmalloc_checked(realloc(inslab_held[1][1], 3000));
+    for (int k = 0; k < 2; k++)
+        for (int i = 1; i < INSLAB_N; i += 2)
+            free(inslab_held[k][i]);
+    tide_stats_get(&after, sizeof after);
+    printf("large %llu samples %llu live %llu after %llu check %d\n",
+           (unsigned long long)(held.nmalloc_large - before.nmalloc_large),
+           (unsigned long long)(held.prof_samples - before.prof_samples),
+           (unsigned long long)(held.prof_live_samples - before.prof_live_samples),
+           (unsigned long long)(after.prof_live_samples - before.prof_live_samples), check);
+    return 0;
+}
+
 /* ---- samples freed by other threads ------------------------------------------------- */
 
 /* More threads than the profiler has shards of counts (8) sample, and as many new ones
@@ -638,7 +723,7 @@ static int run_class(const char *arg)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class|handoff|crossfree [ARG]\n");
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class|handoff|inslab|crossfree [ARG]\n");
         return 2;
     }
     const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
@@ -674,6 +759,8 @@ int main(int argc, char **argv)
         return run_class(arg);
     if (strcmp(mode, "handoff") == 0)
         return run_handoff();
+    if (strcmp(mode, "inslab") == 0)
+        return run_inslab(arg);
     if (strcmp(mode, "crossfree") == 0)
         return run_crossfree(arg);
     if (strcmp(mode, "first") == 0) {
