@@ -40,7 +40,8 @@ typedef enum {
 
 /* The heap profiler's record of a block it sampled, kept in the block's extent, in the
  * line a free reads anyway (a table of records apart cost each sampled free a cache miss
- * more, on bench/mixed the profiler's costliest): its call stack, its requested size, the
+ * more, on bench/mixed the profiler's costliest; the samples kept in their slab have
+ * theirs in one, prof.c): its call stack, its requested size, the
  * inverse of the probability it was sampled with (its weight, in 1/1024ths of a block), the
  * usable size it would have had unsampled (0: the extent's), and the profiler's shard that
  * counted it. */

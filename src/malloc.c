@@ -208,7 +208,9 @@ TIDE_SAMPLE_PATH static void *alloc_sampled(size_t size, size_t usable, size_t p
         unsigned cls = sc_class_of(usable);
         p = tcache_alloc_slow(cls);
         if (p) {
-            prof_record_in_slab(p, &bt, size, psize);
+            block_t b;
+            block_lookup(p, "malloc", &b);
+            prof_record_in_slab(p, b.ext, &bt, size, psize);
             if (zero)
                 memset(p, 0, size);
         }

@@ -3,7 +3,7 @@
  * State: a table of distinct call stacks (hashed, chained, never freed), carved under
  * prof_lock from the metadata range (meta.h), apart from the heap, and read without it; a
  * record of each live sampled block (its stack, sizes and weight), in the block's extent
- * (extent_prof_t); and the weighted live and cumulative counts of each stack, kept apart
+ * (extent_prof_t), or for a sample kept in its slab in a table apart (prof_slab_lock); and the weighted live and cumulative counts of each stack, kept apart
  * in PROF_SHARDS shards, each with its own lock, of which a thread uses one.  A sample
  * and a sampled block's free (whichever thread frees it) add to and take from the counts
  * of the calling thread's shard alone, so two threads that sample touch no line the other
@@ -13,7 +13,7 @@
  * shards, which a dump takes, is the stack's.  Weights are fixed-point integers (counts in
  * 1/1024ths), rounded once when a sample is recorded, so that a free takes back exactly
  * what its sample added.  Locks: prof_lock (the table; a dump) before the shards' (in their order),
- * meta's last; a sample or a free holds one shard's lock at a time, and takes prof_lock
+ * then prof_slab_lock, meta's last; a sample or a free holds one shard's lock at a time, and takes prof_lock
  * only to add a stack, holding no other, so nothing here can deadlock with an allocation,
  * and a fork waits for all of them (init.c takes them before the page heap's). */
 #include "prof.h"
@@ -29,8 +29,6 @@
 #include "lock.h"
 #include "meta.h"
 #include "os.h"
-#include "pagemap.h"
-#include "region.h"
 #include "report.h"
 
 #define PROF_BUCKETS (1u << 14)
@@ -891,10 +889,9 @@ static bool slab_take(uintptr_t a, extent_prof_t *r)
     return true;
 }
 
-TIDE_SAMPLE_PATH void prof_record_in_slab(void *p, const prof_bt_t *bt, size_t size, size_t psize)
+TIDE_SAMPLE_PATH void prof_record_in_slab(void *p, extent_t *slab, const prof_bt_t *bt, size_t size, size_t psize)
 {
     uintptr_t a = (uintptr_t)p;
-    extent_t *slab = pm_desc(pm_read(region_range_of(a), a));
     prof_stack_t *s = prof_stack_get(bt);
     uint64_t count_fx = record_weight(psize);
     prof_shard_t *sh = prof_my_shard();

@@ -7,10 +7,11 @@
  * pop makes, so that the profiler on or off it costs no instruction and no store more
  * than the pop itself (a subtraction of the request from a countdown of its own, on every
  * malloc, cost bench/pairs' batch 5 % in time: a store, where stores are what that loop
- * waits on).  An allocation that takes the countdown below zero is sampled: it is
- * served as a large block of its own (so that its free takes the slow path, where the
- * profiler sees it), its call stack is recorded, and its extent carries its record
- * (extent_prof_t).  A block of SIZE bytes is sampled with probability p = 1 - exp(-SIZE / R) and
+ * waits on).  An allocation that takes the countdown below zero is sampled: its call
+ * stack is recorded, and it is served so that its free takes the slow path, where the
+ * profiler sees it: of a small class of a page or more, as the region of its slab it
+ * would have been, its record in a table apart and its page marked (pagemap.h); else as a
+ * large block of its own, whose extent carries its record (extent_prof_t).  A block of SIZE bytes is sampled with probability p = 1 - exp(-SIZE / R) and
  * weighted by 1 / p, so the sums over sampled blocks estimate the live bytes and blocks
  * without bias, whatever their sizes.
  *
@@ -18,7 +19,8 @@
  * profile:" header, one line per stack, then /proc/self/maps), read unchanged by
  * google-pprof and jeprof.  The profiler's own memory is tide metadata (meta.h), never a
  * malloc.  A sample and a sampled block's free count in the calling thread's shard (prof.c),
- * under its lock alone, taken with no other tide lock held, before the page heap's. */
+ * under its lock (with prof_slab_lock inside it for a sample kept in its slab), taken with
+ * no other tide lock held, before the page heap's. */
 #ifndef TIDE_PROF_H
 #define TIDE_PROF_H
 
@@ -87,9 +89,9 @@ void prof_record(extent_t *e, const prof_bt_t *bt, size_t size, size_t usable, s
  * small sample was promoted to, which the profiler may keep for the next such sample; true
  * when it did (the caller then leaves the block alone). */
 bool prof_free(extent_t *e, bool keep);
-/* Record block P, of a small class of a page or more, as a sample of stack BT: the
- * record in a table apart, P's page marked (extent_mark_sampled), as prof_record. */
-void prof_record_in_slab(void *p, const prof_bt_t *bt, size_t size, size_t psize);
+/* Record block P of SLAB, of a small class of a page or more, as a sample of stack BT:
+ * the record in a table apart, P's page marked (extent_mark_sampled), as prof_record. */
+void prof_record_in_slab(void *p, extent_t *slab, const prof_bt_t *bt, size_t size, size_t psize);
 /* Block P of SLAB, on a page marked so, is being freed: its record taken off, the page
  * unmarked (nothing when P holds none: freed twice, which the free goes on to report). */
 void prof_free_in_slab(void *p, extent_t *slab);
