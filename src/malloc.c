@@ -65,15 +65,14 @@ static TIDE_NOINLINE void block_lookup_any(void *p, const char *func, block_t *b
     pm_entry_t entry = pm_read(r, a);
     extent_t *e = pm_desc(entry);
     b->sampled = false;
-    b->prof_slab = false;
-    if (pm_is_slab_page(entry) || pm_is_sampled_page(entry)) {
-        unsigned cls = pm_is_slab_page(entry) ? pm_slab_class(entry) : pm_sampled_class(entry);
+    b->prof_slab = pm_is_sampled_page(entry);
+    if (pm_is_slab_page(entry) || b->prof_slab) {
+        unsigned cls = b->prof_slab ? pm_sampled_class(entry) : pm_slab_class(entry);
         if (unlikely(!sc_starts_region(cls, a - pm_slab_base(entry, a))))
             report_invalid_pointer(func, p);
         b->cls = cls;
         b->ext = e;
         b->usable = sc_size[cls];
-        b->prof_slab = !pm_is_slab_page(entry);
         return;
     }
     if (pm_is_large_edge(entry) && e->state == EXTENT_LARGE) {

@@ -70,16 +70,11 @@ static inline pm_entry_t pm_slab_page(const void *slab, unsigned cls, size_t pag
     TIDE_ASSERT(cls < SC_NSMALL && page <= PM_PAGE_MASK);
     return pm_make_((uintptr_t)slab, cls + 1u) | ((uint64_t)page << PM_PAGE_SHIFT);
 }
-/* Slab page entry E (pm_slab_page) as a sampled page, and back. */
+/* Slab page entry E (pm_slab_page) as a sampled page (pm_slab_page gives it back). */
 static inline pm_entry_t pm_sampled_page(pm_entry_t e)
 {
     TIDE_ASSERT(pm_tag_(e) >= 1 && pm_tag_(e) <= SC_NSMALL);
     return (e & ~((uint64_t)0xFF << PM_TAG_SHIFT)) | ((uint64_t)(PM_TAG_SAMPLED + pm_tag_(e) - 1) << PM_TAG_SHIFT);
-}
-static inline pm_entry_t pm_unsampled_page(pm_entry_t e)
-{
-    TIDE_ASSERT(pm_tag_(e) >= PM_TAG_SAMPLED && pm_tag_(e) < PM_TAG_SAMPLED + SC_NSMALL);
-    return (e & ~((uint64_t)0xFF << PM_TAG_SHIFT)) | ((uint64_t)(pm_tag_(e) - PM_TAG_SAMPLED + 1) << PM_TAG_SHIFT);
 }
 static inline pm_entry_t pm_large_head(const void *block, unsigned cls)
 {

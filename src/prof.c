@@ -3,19 +3,21 @@
  * State: a table of distinct call stacks (hashed, chained, never freed), carved under
  * prof_lock from the metadata range (meta.h), apart from the heap, and read without it; a
  * record of each live sampled block (its stack, sizes and weight), in the block's extent
- * (extent_prof_t), or for a sample kept in its slab in a table apart (prof_slab_lock); and the weighted live and cumulative counts of each stack, kept apart
- * in PROF_SHARDS shards, each with its own lock, of which a thread uses one.  A sample
- * and a sampled block's free (whichever thread frees it) add to and take from the counts
- * of the calling thread's shard alone, so two threads that sample touch no line the other
- * writes (with one lock and one set of counts for all, those lines passed between the CPUs
- * at every sample: at prof_sample:16k, bench/larson's samples took about twice the time
- * they take now).  A shard's count of a stack may go below zero; their sum over the
- * shards, which a dump takes, is the stack's.  Weights are fixed-point integers (counts in
- * 1/1024ths), rounded once when a sample is recorded, so that a free takes back exactly
- * what its sample added.  Locks: prof_lock (the table; a dump) before the shards' (in their order),
- * then prof_slab_lock, meta's last; a sample or a free holds one shard's lock at a time, and takes prof_lock
- * only to add a stack, holding no other, so nothing here can deadlock with an allocation,
- * and a fork waits for all of them (init.c takes them before the page heap's). */
+ * (extent_prof_t), or for a sample kept in its slab in a table apart (prof_slab_lock);
+ * and the weighted live and cumulative counts of each stack, kept apart in PROF_SHARDS
+ * shards, each with its own lock, of which a thread uses one.  A sample and a sampled
+ * block's free (whichever thread frees it) add to and take from the counts of the calling
+ * thread's shard alone, so two threads that sample touch no line the other writes (with
+ * one lock and one set of counts for all, those lines passed between the CPUs at every
+ * sample: at prof_sample:16k, bench/larson's samples took about twice the time they take
+ * now).  A shard's count of a stack may go below zero; their sum over the shards, which a
+ * dump takes, is the stack's.  Weights are fixed-point integers (counts in 1/1024ths),
+ * rounded once when a sample is recorded, so that a free takes back exactly what its
+ * sample added.  Locks: prof_lock (the table; a dump) before the shards' (in their order),
+ * then prof_slab_lock, meta's last; a sample or a free holds one shard's lock at a time,
+ * and takes prof_lock only to add a stack, holding no other, so nothing here can deadlock
+ * with an allocation, and a fork waits for all of them (init.c takes them before the page
+ * heap's). */
 #include "prof.h"
 
 #include <dlfcn.h>
@@ -688,6 +690,14 @@ static TIDE_NOINLINE void prof_interval_check(uint64_t interval)
         prof_dump_auto(1, true);
 }
 
+/* After a sample, its locks released: RECORDED when it was counted. */
+TIDE_INLINE void record_done(bool recorded)
+{
+    uint64_t interval = prof_set.interval;
+    if (recorded && unlikely(interval))
+        prof_interval_check(interval);
+}
+
 /* The weight of a sample taken with the probability of PSIZE bytes. */
 TIDE_INLINE uint64_t record_weight(size_t psize)
 {
@@ -703,9 +713,7 @@ TIDE_SAMPLE_PATH void prof_record(extent_t *e, const prof_bt_t *bt, size_t size,
     lock_acquire(&sh->lock);
     bool recorded = record_extent(sh, e, s, bt, size, usable, count_fx);
     lock_release(&sh->lock);
-    uint64_t interval = prof_set.interval;
-    if (recorded && unlikely(interval))
-        prof_interval_check(interval);
+    record_done(recorded);
 }
 
 /* A kept block from shard SH, whose lock is held, or NULL. */
@@ -767,9 +775,7 @@ TIDE_SAMPLE_PATH extent_t *prof_record_kept(const prof_bt_t *bt, size_t size, si
     extent_t *e = spare_take(sh);
     bool recorded = e && record_extent(sh, e, s, bt, size, usable, count_fx);
     lock_release(&sh->lock);
-    uint64_t interval = prof_set.interval;
-    if (recorded && unlikely(interval))
-        prof_interval_check(interval);
+    record_done(recorded);
     return e;
 }
 
@@ -912,9 +918,7 @@ TIDE_SAMPLE_PATH void prof_record_in_slab(void *p, extent_t *slab, const prof_bt
     }
     lock_release(&prof_slab_lock);
     lock_release(&sh->lock);
-    uint64_t interval = prof_set.interval;
-    if (recorded && unlikely(interval))
-        prof_interval_check(interval);
+    record_done(recorded);
 }
 
 TIDE_SAMPLE_PATH void prof_free_in_slab(void *p, extent_t *slab)

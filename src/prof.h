@@ -11,9 +11,10 @@
  * stack is recorded, and it is served so that its free takes the slow path, where the
  * profiler sees it: of a small class of a page or more, as the region of its slab it
  * would have been, its record in a table apart and its page marked (pagemap.h); else as a
- * large block of its own, whose extent carries its record (extent_prof_t).  A block of SIZE bytes is sampled with probability p = 1 - exp(-SIZE / R) and
- * weighted by 1 / p, so the sums over sampled blocks estimate the live bytes and blocks
- * without bias, whatever their sizes.
+ * large block of its own, whose extent carries its record (extent_prof_t).  A block of
+ * SIZE bytes is sampled with probability p = 1 - exp(-SIZE / R) and weighted by 1 / p, so
+ * the sums over sampled blocks estimate the live bytes and blocks without bias, whatever
+ * their sizes.
  *
  * Dumps are the legacy heap-profile text that gperftools and jemalloc write ("heap
  * profile:" header, one line per stack, then /proc/self/maps), read unchanged by

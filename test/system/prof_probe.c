@@ -723,7 +723,8 @@ static int run_class(const char *arg)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class|handoff|inslab|crossfree [ARG]\n");
+        fprintf(stderr, "usage: prof_probe shares|entries|fork|empty|freed|grow|stress|siblings|first|blocks|class|"
+                        "handoff|inslab|crossfree [ARG]\n");
         return 2;
     }
     const char *mode = argv[1], *arg = argc > 2 ? argv[2] : "";
