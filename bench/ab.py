@@ -28,6 +28,9 @@ runs last a fixed time, they are per record.
 Ratios are B / A in time (ebizzy: in records per second, inverted, so that above 1 is
 slower for every row).  Two builds: --a LABEL=LIBTIDE.SO --b LABEL=LIBTIDE.SO; two
 settings of one build: the same library with ":TIDE_CONF" after it (--b new=lib.so:prof:on).
+Another allocator's setting is an environment variable instead, "NAME=VALUE" after the
+colon (what a peer's profiler costs it: --a off=libjemalloc.so.2 --b
+on=libjemalloc.so.2:MALLOC_CONF=prof:true).
 
 --pin CPU runs the single-threaded rows (pairs, powers, mixed -t 1) on that CPU alone: left
 to the scheduler, one run in several of bench/pairs moved between the CPUs and took 1.3-1.4x
@@ -77,7 +80,7 @@ def variant(text):
     label, _, rest = text.partition("=")
     lib, _, conf = rest.partition(":")
     if not label or not lib:
-        raise argparse.ArgumentTypeError(f"'{text}': want LABEL=LIBTIDE.SO[:TIDE_CONF]")
+        raise argparse.ArgumentTypeError(f"'{text}': want LABEL=LIBRARY.SO[:TIDE_CONF or :NAME=VALUE]")
     return label, os.path.abspath(lib), conf
 
 
@@ -89,7 +92,10 @@ def measure(bindir, row, work, v, pin=None):
         argv = ["taskset", "-c", str(pin)] + argv
     env = dict(os.environ, LD_PRELOAD=v[1])
     env.pop("TIDE_CONF", None)
-    if v[2]:
+    if "=" in v[2]:
+        name, _, value = v[2].partition("=")
+        env[name] = value
+    elif v[2]:
         env["TIDE_CONF"] = v[2]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
@@ -127,8 +133,8 @@ def median_interval(xs, resamples=2000, seed=1):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--builddir", required=True)
-    p.add_argument("--a", type=variant, required=True, help="LABEL=LIBTIDE.SO[:TIDE_CONF]")
-    p.add_argument("--b", type=variant, required=True, help="LABEL=LIBTIDE.SO[:TIDE_CONF]")
+    p.add_argument("--a", type=variant, required=True, help="LABEL=LIBRARY.SO[:TIDE_CONF or :NAME=VALUE]")
+    p.add_argument("--b", type=variant, required=True, help="LABEL=LIBRARY.SO[:TIDE_CONF or :NAME=VALUE]")
     p.add_argument("--rows", default=DEFAULT_ROWS, help=f"comma list of: {', '.join(ROWS)}")
     p.add_argument("--runs", type=int, default=40, help="runs of each row under each (default 40)")
     p.add_argument("--work", type=int, default=20,
