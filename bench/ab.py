@@ -76,11 +76,14 @@ ROWS = {
 DEFAULT_ROWS = "pairs-batch,pairs-lifo,prodcons,mixed-1t,mixed-2t,ebizzy-s5M-t2,ebizzy-defaults"
 
 
+VARIANT_FORM = "LABEL=LIBRARY.SO[:TIDE_CONF or :NAME=VALUE]"
+
+
 def variant(text):
     label, _, rest = text.partition("=")
     lib, _, conf = rest.partition(":")
     if not label or not lib:
-        raise argparse.ArgumentTypeError(f"'{text}': want LABEL=LIBRARY.SO[:TIDE_CONF or :NAME=VALUE]")
+        raise argparse.ArgumentTypeError(f"'{text}': want {VARIANT_FORM}")
     return label, os.path.abspath(lib), conf
 
 
@@ -133,8 +136,8 @@ def median_interval(xs, resamples=2000, seed=1):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--builddir", required=True)
-    p.add_argument("--a", type=variant, required=True, help="LABEL=LIBRARY.SO[:TIDE_CONF or :NAME=VALUE]")
-    p.add_argument("--b", type=variant, required=True, help="LABEL=LIBRARY.SO[:TIDE_CONF or :NAME=VALUE]")
+    p.add_argument("--a", type=variant, required=True, help=VARIANT_FORM)
+    p.add_argument("--b", type=variant, required=True, help=VARIANT_FORM)
     p.add_argument("--rows", default=DEFAULT_ROWS, help=f"comma list of: {', '.join(ROWS)}")
     p.add_argument("--runs", type=int, default=40, help="runs of each row under each (default 40)")
     p.add_argument("--work", type=int, default=20,
