@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -150,6 +151,21 @@ static inline size_t tt_classes(size_t *out, size_t max)
 }
 
 static inline bool tt_is_pow2(size_t x) { return x && !(x & (x - 1)); }
+
+/* Keep the calling thread on CPU (-1: the one it runs on now); 0 on success.  A cache
+ * refills from the arena of the CPU its thread runs on, so a test that counts one arena's
+ * slabs must not move between CPUs, which a busy machine makes it do. */
+static inline int tt_pin_cpu(int cpu)
+{
+    if (cpu < 0)
+        cpu = sched_getcpu();
+    if (cpu < 0)
+        return -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
 
 /* ------------------------------------------------------------------------------------
  * Random numbers (splitmix64; deterministic per seed) and sizes.

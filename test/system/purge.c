@@ -617,6 +617,9 @@ static void power_rounds(int rounds)
 Test(slabs, emptied_slabs_are_kept_for_the_next_round, .timeout = 60)
 {
     tide_conf_set("decay_ms", "-1");
+    /* Refills come from the arena of the CPU the thread is on: moved to another CPU, the
+     * thread would cut slabs there while its first arena keeps the emptied ones. */
+    cr_assert_eq(tt_pin_cpu(-1), 0, "sched_setaffinity: %s", strerror(errno));
     power_rounds(3); /* the caches have grown, the slabs are cut */
     tide_stats_t s0, s1;
     tide_stats_get(&s0, sizeof s0);

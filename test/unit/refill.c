@@ -39,14 +39,6 @@ static void *take_one(void *arg)
     return NULL;
 }
 
-static int pin(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof set, &set);
-}
-
 /* The arena whose bin owns the slab P is a region of. */
 static unsigned arena_of(void *p)
 {
@@ -60,7 +52,7 @@ static unsigned arena_of(void *p)
 static int one_cpu_case(void *arg)
 {
     int cpu = (int)(intptr_t)arg;
-    CHECK(pin(cpu) == 0, "sched_setaffinity(%d) failed", cpu);
+    CHECK(tt_pin_cpu(cpu) == 0, "sched_setaffinity(%d) failed", cpu);
     CHECK(narenas > 1, "%u arenas", narenas);
     pthread_barrier_init(&all_allocated, NULL, NTHREADS);
     pthread_t t[NTHREADS];
