@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """ab.py - two builds or two settings of tide, side by side, on a machine whose speed moves.
 
 make bench measures every allocator a few times and compares medians; that is its job, but

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """What tide's background modes cost and give: ebizzy -t 1 and -t 2 throughput, and
 bench/idle's RSS after an idle period in a single-threaded program and in one with a
 second thread, under background:on, auto (the default) and off.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench.h - the few things every microbenchmark shares: its work scale (-w PERCENT),
  * dying on a failed allocation, and the "key value" lines that run.py reads.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * churn.c - churn with a swinging working set, after rpmalloc's benchmark: threads
  * allocate and free blocks of 8 B - 16 KiB (log-uniform: as many blocks in 8-16 B as in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ebizzy.c - a clone of ebizzy 0.3 (Valerie Henson, 2006-2007), written from the
  * description in the team's notes, plus a few extensions for tide's benchmarks.

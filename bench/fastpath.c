@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fastpath.c - K iterations of free(malloc(64)), for instruction counting under
  * callgrind: run.py runs it with two values of K and divides the difference of the

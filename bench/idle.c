@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * idle.c - what a purge policy leaves resident once a process goes idle, and what it
  * costs to use the memory again: the RSS side of the trade-off whose throughput side is

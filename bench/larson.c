@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * larson.c - server-style remote frees, after Larson and Krishnan's benchmark: each
  * thread works on an array of SLOTS blocks of 8-1000 bytes, repeatedly freeing a random

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bench/: the ebizzy clone, the allocator microbenchmarks and `make bench`.
 # The programs never link libtide: run.py picks the allocator of each run with LD_PRELOAD,
 # so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mixed.c - a working set of mixed sizes: an array of slots, each holding a block;
  * every operation frees a random slot's block and puts a new one of a random size in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pairs.c - one thread, small malloc/free pairs of 16..1024 bytes, in two patterns:
  *   batch  allocate BATCH objects, then free them all in allocation order, repeat

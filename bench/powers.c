@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * powers.c - the plainest single-thread small-object shape: allocate BLOCKS blocks of
  * one size, free them all (in allocation order), and do the same for each power of two

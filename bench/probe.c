@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* probe.c - see probe.h. */
 #include "config.h"
 

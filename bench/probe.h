@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * probe.h - what the benchmarks measure about the process itself, without knowing
  * which allocator is loaded: time, peak RSS, VMA count and who provides malloc.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prodcons.c - blocks that die on another thread: 2 producers malloc 64-byte blocks
  * and pass them, each through its own single-producer single-consumer ring, to 2

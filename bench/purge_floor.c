@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * purge_floor.c - what purging on every free costs the kernel alone, with no allocator:
  * the ceiling an allocator's "purge every free" ebizzy run can reach on this machine.

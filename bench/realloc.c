@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * realloc.c - growing large blocks with realloc: what an allocator that moves pages
  * (glibc's mremap, tide's mremap into its own range) saves over one that copies bytes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rng.h - a small, fast, seedable generator for the benchmarks (xoshiro256**, seeded
  * through splitmix64).  Every program draws its choices from it with a fixed or given

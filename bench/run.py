@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """run.py - the driver behind `make bench` (python3, standard library only).
 
 Runs the ebizzy clone and the microbenchmarks under glibc, jemalloc, tcmalloc, mimalloc

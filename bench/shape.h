@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shape.h - what the workload-shape programs (churn, larson, powers) share: their
  * options (-t THREADS, -w PERCENT) and the lines of their report that run.py reads.

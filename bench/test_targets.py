@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """make check: the targets of `make bench` judged on fixed medians, with no benchmark run.
 
 Checks that bench/tidebench/targets.py is well formed, that verdicts.evaluate() gives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tide.h - public interface of the tide memory allocator.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # check_man.sh - the manual pages of the build tree lint clean and document what the built
 # tide offers (make check runs it from the top of the build tree):
 #   1. groff, through man-db's `man --warnings=w` (every warning groff has), says nothing

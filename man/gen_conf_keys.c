@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gen_conf_keys.c - writes tide(3)'s list of TIDE_CONF keys at build time, from the table
  * TIDE_CONF is parsed with (conf_keys in src/conf.c), so the page cannot drift from the
  * code: a key added to the table is documented, with its default, what it accepts and

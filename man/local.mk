@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # man/: the manual pages tide(1) and tide(3), made from templates at build time.
 # tide(3)'s list of TIDE_CONF keys is written by man/gen_conf_keys from the table
 # src/conf.c parses TIDE_CONF with, so a key cannot be missing from the page; both pages

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arena.c - slabs of small regions, refilled into thread caches and returned from them. */
 #include "arena.h"
 

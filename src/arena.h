@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arena.h - arenas: the size-class bins of slabs that small objects come from.
  *
  * Threads are spread over the arenas (4 per CPU by default) so that refills and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* background.c - when the purge engine runs: at frees, at large allocations of a process
  * with no purger thread, and in the purger thread that gives an idle process's memory back.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* background.h - when the purge engine runs: at the frees that make pages dirty, at large
  * mallocs and frees when no purger thread runs, and in the purger thread.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* check.c - heap consistency walk.
  *
  * With every lock held, walk each range from base to end through the page map and check

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* check.h - a walk of the whole heap that verifies tide's invariants (tests, debugging). */
 #ifndef TIDE_CHECK_H
 #define TIDE_CHECK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conf.c - parsing TIDE_CONF.
  *
  * A table describes every key: its type, limits, default and meaning.  A bad entry

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conf.h - tide's settings: TIDE_CONF="key:value,key:value", read once at start-up
  * without allocating, and tide_conf_set()/tide_conf_get() at run time. */
 #ifndef TIDE_CONF_H

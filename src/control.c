@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* control.c - tide's own interface beyond the malloc family: settings, purging,
  * statistics, the heap check, the ranges, fault injection (include/tide.h). */
 #include <errno.h>

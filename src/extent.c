@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* extent.c - the page heap: best-fit allocation of page runs, coalescing, metadata.
  *
  * Free runs live in three trees (dirty, lazy, clean) ordered by (size, address), so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* extent.h - runs of pages ("extents") and the page heap that hands them out.
  *
  * Every page of a range belongs to one extent: a slab, a large block, tide's own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* extent_dirty.c - the page heap's dirty runs: handed to the purge engine and taken back,
  * and the free tail of the range given back to the kernel.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* extent_internal.h - the page heap's own helpers, shared by its two files: extent.c
  * (allocation, free, resize, metadata) and extent_dirty.c (runs handed to the purge
  * engine, the range's free tail).  Nothing else includes it.  All of them need the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* freelist.c - the secret of the encoded free lists, and the full check of a link. */
 #include "freelist.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* freelist.h - free objects linked through their first word, with the links encoded.
  *
  * A free small object's first word holds the next object of its list: in a thread cache,

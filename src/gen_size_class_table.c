@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gen_size_class_table.c - computes tide's size-class table at build time and prints it as
  * a C header (size_class_table.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* guard.c - what guard pages are for (guard.h): the quarantine of freed blocks, the sampled
  * blocks and their records, and the SIGSEGV handler that explains a fault on them. */
 #include "guard.h"

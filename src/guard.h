@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* guard.h - guard pages as a policy: guard:on's quarantine of freed large blocks,
  * guard_sample's sampled blocks, and the SIGSEGV handler that explains a guard page hit.
  *

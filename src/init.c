@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* init.c - start-up and fork: the heap is built on the first call (or by the constructor),
  * and fork() takes tide's locks so that the child can allocate at once. */
 #include "init.h"

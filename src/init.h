@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* init.h - the heap's start-up, and fork.
  *
  * Every entry point makes sure the heap exists first: one load and a well-predicted branch

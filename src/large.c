@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* large.c - large blocks: allocation (overcommit admission, huge-page rounding, zeroing),
  * free (healing moved pieces first), and realloc: in place, else mremap move, else copy.
  *

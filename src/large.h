@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* large.h - large blocks (above the cached classes, or moved): allocation, free, and
  * realloc without copying.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* list.h - intrusive circular doubly-linked list (the node lives in the object). */
 #ifndef TIDE_LIST_H
 #define TIDE_LIST_H

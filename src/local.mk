@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # src/: libtide itself.
 lib_LTLIBRARIES += src/libtide.la
 src_libtide_la_SOURCES = \

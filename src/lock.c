@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lock.c - the contended path of tide's lock: spin, then sleep on the futex.  The caller
  * (lock_acquire) has counted the lock in tide_locks_held already. */
 #include "lock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lock.h - the one lock type tide uses: a futex word that spins before it sleeps.
  *
  * tide's critical sections last a microsecond or less.  glibc's adaptive mutex spun too

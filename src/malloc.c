@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* malloc.c - the malloc family, under its glibc names and its tide_ twins.
  *
  * The fast paths are here, inline: a small malloc is a table lookup and a pop from the

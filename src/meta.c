@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* meta.c - tide's metadata range: a bump allocator over one VMA of its own.
  *
  * It is placed at a random address away from the heap's (so the two never become

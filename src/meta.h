@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* meta.h - tide's own memory, apart from the heap.
  *
  * Extent descriptors (with the slabs' bitmaps), arenas, bins and transfer caches live in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* os.c - every system call tide makes.
  *
  * Contract (see os.h): return 0 or an errno value, count what was done, never

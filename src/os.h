@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* os.h - the OS layer: the only module that makes system calls.
  *
  * Every primitive returns 0 on success or an errno value, and leaves errno itself as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pagemap.h - the page map's entries: the one place that knows their format.
  *
  * Every heap page has an entry, below its range's base (region.h): finding what a pointer

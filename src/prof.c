@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* prof.c - the sampling heap profiler: the countdown, call stacks, records, dumps.
  *
  * State: a table of distinct call stacks (hashed, chained, never freed), carved under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* prof.h - the sampling heap profiler (TIDE_CONF=prof:on).
  *
  * Each thread counts the bytes it asks for down from an exponentially distributed

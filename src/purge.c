@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* purge.c - the purge engine: one pass over the decayed dirty runs, batched, and the
  * decay's bookkeeping (how much of them it keeps, when the next pass is due).  Who calls
  * it when, the free-time tick and the idle purger thread, is background.c.

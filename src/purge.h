@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* purge.h - the purge engine: dirty runs go back to the kernel.
  *
  * A dirty run is purged once it has stayed free for decay_ms (at once with 0, never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rbtree.c - red-black tree rebalancing (the classic algorithms, with NULL leaves). */
 #include "rbtree.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rbtree.h - intrusive red-black tree, in the manner of Linux's include/linux/rbtree.h.
  *
  * The node is embedded in the object it orders and the tree never allocates, so the

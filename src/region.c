@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* region.c - reserving and growing tide's contiguous range(s).
  *
  * The first range is placed at a random 2 MiB-aligned address between 16 and 32 TiB,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* region.h - tide's address space: one contiguous range (a few if the kernel forces it)
  * and the page map that makes every pointer lookup arithmetic.
  *

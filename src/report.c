@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* report.c - fatal misuse reports and one-line warnings, without allocating. */
 #include "report.h"
 

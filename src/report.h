@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* report.h - how tide tells the user something went wrong.
  *
  * Misuse (a bad or double free) is fatal: one precise line on stderr, then abort(),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* size_class.h - from a request size to its class, and to the bytes tide hands out.
  * The tables (sc_size, sc_lookup, ...) are computed at build time into size_class_table.h
  * (gen_size_class_table.c); this header adds the functions over them, with the same prefix.

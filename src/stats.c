@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats.c - statistics that reconcile:
  *   active + dirty + lazy + clean + held + metadata == mapped,   allocated <= active. */
 #include "stats.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats.h - gathering tide's counters into a tide_stats_t, and printing them. */
 #ifndef TIDE_STATS_H
 #define TIDE_STATS_H

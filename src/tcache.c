@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tcache.c - thread caches: refill, flush, set-up and tear-down. */
 #include "tcache.h"
 

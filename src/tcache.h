@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tcache.h - per-thread caches (the fast path), and each thread's place on an arena.
  *
  * Each thread keeps, per size class, a singly linked list of free objects threaded

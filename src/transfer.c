@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* transfer.c - per-arena, per-class stacks of object lists, one short lock each. */
 #include "transfer.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* transfer.h - transfer caches: whole batches of free small objects handed between
  * threads in O(1).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* util.h - small helpers every tide module uses: branch hints, sizes, alignment. */
 #ifndef TIDE_UTIL_H
 #define TIDE_UTIL_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # test/: everything `make check` runs, one folder per kind of test (README, Tests):
 #   unit/    modules by themselves, linked with the check-only build of libtide
 #   api/     the malloc family and tide's interface as a caller sees them

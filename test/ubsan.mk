@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # make check's last steps: the fuzzers (test/fuzz), then every suite again in a copy of the
 # tree built with UBSan.
 #

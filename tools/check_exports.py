@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """check_exports.py - libtide.a and libtide.so define exactly tide's public names.
 
 The public names are read from the source: every function or variable declared

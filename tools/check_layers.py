@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """check_layers.py - src/ files include and call only files of their layer or below.
 
 The layers are the rows of the table under "Layers, bottom up" in docs/architecture.md,

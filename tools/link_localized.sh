@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # link_localized.sh LIBTOOL-LINK-COMMAND ... -o LIB.la ...
 #
 # Runs the libtool link command it is given, then rebuilds the static archive that

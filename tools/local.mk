@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tools/: checks make check runs on the built tree.
 
 # libtide.a and libtide.so define exactly the TIDE_EXPORT and TIDE_ALIAS names of src/.

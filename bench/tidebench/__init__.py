@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """tidebench: the package behind bench/run.py (`make bench`), standard library only.
 
 Each module imports only modules listed above it:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Which allocators a run measures: the peers found on this machine (by soname, as the
 dynamic loader finds them), libtide under each configuration of bench/tide-confs, and
 the lists of variants each part of the run uses."""

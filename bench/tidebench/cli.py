@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The command line of bench/run.py (make bench passes its variables as these options)."""
 
 import argparse

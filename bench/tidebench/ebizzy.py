@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ebizzy clone (bench/ebizzy) in each of its configurations, every allocator
 interleaved round by round; medians, and madvise calls from tide's counters or from one
 more, untimed run under strace."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench/idle: a burst freed, then an idle period; RSS during and after it and the time
 to touch the burst again, every allocator interleaved round by round; medians."""
 

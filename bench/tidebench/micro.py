@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The microbenchmarks (bench/pairs, prodcons, mixed: times of fixed work and peak RSS,
 interleaved round by round), the workload shapes (bench/churn, larson, powers: the same,
 and the context switches of each run) and bench/fastpath under callgrind (instructions

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a run does: the parts and variants its options select, how many runs that makes,
 and running them in their fixed order, each part timed."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Purging every free: how each peer is told to (the ebizzy purge-every-free row, run by
 ebizzy.py under these settings), and bench/purge_floor, what each advice costs the
 kernel with no allocator at all."""

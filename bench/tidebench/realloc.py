@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench/realloc: large-block growth in three modes, every allocator interleaved round
 by round; medians and ratios to the reference allocators, bounded where a run stopped
 at the time limit."""

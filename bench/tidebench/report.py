@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The report of a run: the CSV files, the markdown tables of latest.md (ready to paste
 into the README), the targets table and ebizzy.png."""
 

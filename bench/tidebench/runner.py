@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Running a program under an allocator variant: the environment it gets, the share of
 the machine other processes took meanwhile, retries on a busy machine, failures, and a
 check that the malloc it called is the one preloaded."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The acceptance targets of `make bench`: data only, evaluated by verdicts.py against
 the medians of a run, in this order (the order of latest.md's Targets table).
 

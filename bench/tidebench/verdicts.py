@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The verdicts of the targets (the data of targets.py) from the medians of a run.
 
 evaluate() returns [(target, measured, verdict)]: PASS, FAIL, or n/a when a row is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * api.c - the malloc family's contract, through the plain names and the tide_ twins.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * compat.c - what a caller of the malloc family can observe beside the memory itself,
  * against glibc 2.36: errno, thread cancellation, and what a setuid program takes from

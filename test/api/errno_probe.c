@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* errno_probe.c - what every malloc-family entry point returns and leaves in errno.
  *
  * Not linked with libtide: test/api/compat runs it once as it is (glibc's malloc) and once

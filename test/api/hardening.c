@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hardening.c - the attacks an overflow or a use after free makes on the heap's own
  * data, each turned into one precise line on stderr and an abort.

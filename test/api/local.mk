@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # test/api/: the malloc family and tide's interface as a caller sees them.
 if HAVE_CRITERION
 tide_api_suites = test/api/api test/api/misuse test/api/hardening test/api/compat

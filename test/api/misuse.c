@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * misuse.c - freeing what tide does not own, and double frees.
  *

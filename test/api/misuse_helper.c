@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* misuse_helper.c - commits one kind of misuse, chosen by name, for test/api/misuse_report.
  *
  *   misuse_helper CASE

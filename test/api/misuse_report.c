@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* misuse_report.c - every misuse tide can catch cheaply is reported in one exact line, then
  * abort().
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* secure_probe.c - what TIDE_CONF did in this process, for test/api/compat.
  *
  * Linked with libtide statically (as a setuid program that links it would be), so no

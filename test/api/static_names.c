@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* static_names.c - a program linked with libtide.a that has names of its own which tide
  * also uses inside (issue 14).
  *

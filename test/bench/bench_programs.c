@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_programs.c - bench/realloc, bench/idle, bench/prodcons, bench/purge_floor and the
  * workload shapes (churn, larson, powers) really run, briefly, under glibc and tide: they

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ebizzy_options.c - bench/ebizzy's command line: every mistake prints the usage
  * on stderr and exits 1 before anything runs, and --help lists the extensions.

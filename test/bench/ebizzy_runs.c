@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ebizzy_runs.c - bench/ebizzy really runs: one-second runs under glibc, tide and
  * every peer allocator installed (with --random and --realloc), the fixed choices of

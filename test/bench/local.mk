@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # test/bench/: the programs of bench/ run briefly: bench/ebizzy (its options, its runs
 # under glibc, tide and the peer allocators installed) and bench/realloc, bench/idle,
 # bench/prodcons, bench/purge_floor and the workload shapes (bench/churn, bench/larson,

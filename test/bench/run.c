@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run.c - see run.h: the suite's view of the child runner (test/support/child.h). */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * run.h - run bench/ebizzy (or any program) in a child process, with a
  * chosen LD_PRELOAD, and capture its exit status, stdout and stderr for the tests.

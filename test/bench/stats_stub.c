@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats_stub.c - a stand-in for libtide's statistics.  The tests preload it into
  * bench/ebizzy to check that the clone's weak reference to tide_stats_get resolves to a

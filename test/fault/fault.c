@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fault.c - tide under failing system calls.
  *
  * Linked with test/libtide_fault.la (tide built with -DTIDE_FAULT_INJECTION), so that

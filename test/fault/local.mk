@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # test/fault/: the check-only build of libtide (test/libtide_fault.la), whose OS layer fails
 # chosen calls: ENOMEM without leaks, sound heaps after failed purges, moves, heals and
 # unmaps, purging as on kernels without process_madvise or PIDFD_SELF.

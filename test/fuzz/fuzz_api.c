@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_api.c - libFuzzer target: the input is a program of calls to tide's API.
  *
  * tide's sources are linked in with their glibc names (malloc, free, ...) made local, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_conf.c - libFuzzer target for the TIDE_CONF parser (src/conf.c).
  *
  * Each input, NUL-terminated, is parsed as TIDE_CONF is at start-up; then every field of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # test/fuzz/: libFuzzer targets (clang), run for $(FUZZ_SECONDS) s each by make check, or
 # alone by `make fuzz`.
 FUZZ_SECONDS = 60

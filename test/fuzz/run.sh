@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run.sh - run each libFuzzer target for FUZZ_SECONDS (default 60) from its committed seed
 # corpus, and summarise libFuzzer's final statistics.
 #

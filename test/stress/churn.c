@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * churn.c - 10,000 short-lived threads must not grow the process.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # test/stress/: many threads, short-lived threads, and the differential soak.
 if HAVE_CRITERION
 tide_stress_suites = test/stress/stress test/stress/churn

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* soak.c - differential soak of tide's whole API.
  *
  * Worker threads (4 by default) run random sequences of every call of the malloc family on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # soak.sh - run the differential soak (test/stress/soak) under every configuration that matters,
 # splitting a total time between them, and summarise.
 #

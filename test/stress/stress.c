@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stress.c - many threads allocating, reallocating and freeing, many objects freed by a
  * thread other than the one that allocated them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* child.c - see child.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* execvpe, memfd_create, pipe2 */

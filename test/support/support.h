@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * support.h - the helpers tide's suites share, and (child.h) the one child runner.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aslr.c - where the heap starts is random enough to guess at no better than 1 in 2^28.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aslr_probe.c - prints where tide put this process's heap: the base of its first range
  * and the address of its first malloc(64), as two hex numbers.  test/system/aslr runs it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fork_probe.c - programs that fork the ways real programs do, for test/system/fork.c.
  *

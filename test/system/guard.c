@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* guard.c - guard:on and guard_sample: a guard page after blocks and slabs, freed blocks
  * held as guards, and the report tide's SIGSEGV handler prints.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* guard_probe.c - touches a guard page tide made, chosen by name, for test/system/guard.
  *
  *   guard_probe CASE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* init.c - tide starts up wherever its first call comes from. */
 #include <criterion/criterion.h>
 #include <sys/wait.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* init_lib.c - a shared library whose constructor allocates: tide must start up from
  * inside another library's constructor, before main and possibly before its own
  * constructor has run. */

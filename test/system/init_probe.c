@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* init_probe.c - the first call into tide comes from odd places: another library's
  * constructor (init_lib), dlsym/dlerror, dlopen (the dynamic loader allocates), or a
  * thread's TLS destructor.  Exit status 0 means every block was tide's and intact. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* large_realloc.c - large realloc: contents survive growth and shrinking with remap on and
  * off, moves leave no hole, the VMA count stays within 1 + 2 x remap_max and returns
  * to its baseline, and several threads can do it at once. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # test/system/: tide in whole processes: real programs under LD_PRELOAD, fork, start-up,
 # purging and decay, large realloc and its VMAs, the VMA count, vm.max_map_count.
 if HAVE_CRITERION

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mapcount.c - tide in a process that has used (nearly) all of vm.max_map_count.
  *
  * A child process maps single pages with gaps between them (each its own VMA, far from

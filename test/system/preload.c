@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * preload.c - real programs with LD_PRELOAD=libtide.so behave as without it.
  *

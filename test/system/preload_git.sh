@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # preload_git.sh DIR - builds a small, deterministic git history in DIR/repo (fixed
 # names and dates, so the commit ids are fixed) and prints what git says about it.
 # test/system/preload runs it with and without libtide preloaded and compares the output.

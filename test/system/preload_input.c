@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * preload_input.c - the C file test/system/preload compiles with gcc, with and without libtide
  * preloaded into the compiler: the object files, the assembly and the program's output

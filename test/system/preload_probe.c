@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * preload_probe.c - preloaded after libtide by test/system/preload, into every process the
  * programs under test start.  When TIDE_PROBE_OUT names a file, its constructor appends

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # preload_py.py MAPS_OUT - an allocation-heavy, deterministic Python workload for
 # test/system/preload: prints digests of what it computed; writes into MAPS_OUT whether
 # libtide is mapped in this process.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* prof.c - the sampling heap profiler, read by real consumers: google-pprof (Debian's
  * google-perftools) and jeprof (libjemalloc-dev), which ./bootstrap installs.
  *

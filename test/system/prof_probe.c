@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* prof_probe.c - workloads for the heap profiler's tests (test/system/prof.c), run with
  * TIDE_CONF=prof:on,...; the profiles they dump are read by google-pprof and jeprof.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* purge.c - purge policies, decay and the idle purger, TIDE_CONF, statistics.
  *
  * TIDE_CONF is read once at start-up, so most cases run test/system/purge_probe in a fresh process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* purge_probe.c - a small program the purge/conf/stats tests run in a fresh process, with a
  * TIDE_CONF of their choosing (tide reads it once, at start-up).  It reports what it saw
  * on stdout as "key=value" lines.  Between measurements it calls neither the allocator

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vma.c - tide's heap stays a handful of VMAs.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # test/unit/: modules by themselves, linked with the check-only build of libtide
 # (test/libtide_fault.la: TIDE_ASSERT on, every internal name links), which is then the
 # malloc of the test process as libtide is for the other suites.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * page_heap.c - the page heap (src/extent.c, through extent.h) by itself: best fit, split,
  * coalescing, the merge of spans in different states, and descriptor accounting.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pagemap.c - the page map's entries (src/pagemap.h) by themselves: every kind of entry
  * its constructors make reads back as that kind and nothing else, with its descriptor,

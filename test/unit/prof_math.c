@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prof_math.c - the profiler's logarithm (src/prof.c, prof_ln), which draws every
  * sampling interval without libm, against libm's log: over the values an interval is

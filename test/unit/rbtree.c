@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rbtree.c - the intrusive red-black tree (src/rbtree.c) by itself: random sequences of
  * inserts and erases against a sorted array, with, after every step, the order both ways

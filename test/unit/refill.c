@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * refill.c - where a thread cache's refills come from (src/tcache.c): the arena of the
  * CPU the thread runs on, not the thread's own.  Eight threads that take turns on one

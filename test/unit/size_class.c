@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * size_class.c - size_class.h and its generated table (size_class_table.h) against the
  * documented rule (docs/architecture.md, "Size classes"): a 16-byte quantum, 4 classes per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tcache.c - a thread cache's capacities (src/tcache.c): a class that runs dry grows past
  * 128 KiB, up to 512 KiB of objects; the capacities of a thread's small classes add up to

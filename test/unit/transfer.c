@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * transfer.c - the transfer caches (src/transfer.c, through transfer.h) by themselves: a
  * stack of lists per arena and class, newest first; at most 32 lists and 1 MiB a class,
