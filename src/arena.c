@@ -99,12 +99,10 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
             slab = extent_alloc_slab(cls, ai);
             if (!slab)
                 break;
-            /* A region never handed out holds the fresh mark until malloc returns it: a
-             * free of it is looked at closely (freelist.h), not taken into a cache to be
-             * handed out twice.  (A kept slab taken again needs none: its regions hold
-             * the key, or the mark still, until malloc hands them out.) */
+            /* Every region free in its slab holds the slab mark, which the refill checks
+             * (freelist.h).  (A kept slab taken again has it: a return writes it.) */
             for (unsigned i = 0; i < sc_nregs[cls]; i++)
-                ((void **)(slab->addr + i * size))[1] = (void *)FREELIST_FRESH;
+                ((void **)(slab->addr + i * size))[1] = (void *)freelist_slab_mark;
             list_init(&slab->lru); /* on no list of empty slabs */
             bin->nslabs++;
             bin->nslabs_made++;
@@ -118,6 +116,14 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
                 unsigned b = (unsigned)__builtin_ctzll(bits);
                 bits &= bits - 1;
                 void **obj = (void **)(slab->addr + (w * 64 + b) * size);
+                /* Free in its slab, it holds the slab mark: a free since (a double free of
+                 * a block back in its slab, or of one never handed out) wrote the key over
+                 * it, and the block is on a list already; a malloc cleared it. */
+                if (unlikely(obj[1] != (void *)freelist_slab_mark)) {
+                    lock_release(&bin->lock);
+                    report_double_free_found("malloc", obj, "freed twice, or never allocated");
+                }
+                obj[1] = (void *)freelist_key;
                 if (last)
                     fl_set_next(last, obj);
                 else
@@ -174,8 +180,10 @@ bool arena_region_is_free(extent_t *slab, uintptr_t p)
 }
 
 /* Give back N (at most 256) objects of CLS whose slabs are SLABS[i]: how many slabs
- * they emptied (kept in their bins or given back). */
-static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned n, unsigned cls, const char *caller);
+ * they emptied (kept in their bins or given back).  LISTED: they come from a list, and
+ * each must hold the key. */
+static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned n, unsigned cls, const char *caller,
+                                bool listed);
 
 unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
 {
@@ -185,14 +193,15 @@ unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
         unsigned batch = MIN(n, 256u);
         for (unsigned i = 0; i < batch; i++)
             slabs[i] = slab_of((uintptr_t)objs[i], cls, caller);
-        emptied += return_to_slabs(objs, slabs, batch, cls, caller);
+        emptied += return_to_slabs(objs, slabs, batch, cls, caller, false);
         objs += batch;
         n -= batch;
     }
     return emptied;
 }
 
-static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, unsigned cls, const char *caller)
+static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, unsigned cls, const char *caller,
+                                bool listed)
 {
     extent_t *give[256];
     unsigned ngive = 0, emptied = 0;
@@ -219,6 +228,13 @@ static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, u
                 lock_release(&bin->lock);
                 report_double_free(caller, (void *)p);
             }
+            /* A listed object without its key was handed out meanwhile (it was on two
+             * lists), or written after its free. */
+            if (unlikely(listed && ((void **)p)[1] != (void *)freelist_key)) {
+                lock_release(&bin->lock);
+                freelist_lost_key(caller, (void *)p);
+            }
+            ((void **)p)[1] = (void *)freelist_slab_mark;
             slab->bitmap[idx >> 6] |= bit;
             slab->nfree++;
             TIDE_ASSERT(slab->nfree <= sc_nregs[cls]);
@@ -264,7 +280,7 @@ unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char 
         p = next;
         slab = next_slab;
         if (n == ARRAY_SIZE(objs) || !p) {
-            emptied += return_to_slabs(objs, slabs, n, cls, caller);
+            emptied += return_to_slabs(objs, slabs, n, cls, caller, true);
             n = 0;
         }
     }

@@ -10,17 +10,19 @@
 #include "report.h"
 #include "size_class.h"
 
-uintptr_t freelist_secret, freelist_key, freelist_fresh;
+uintptr_t freelist_secret, freelist_key, freelist_slab_mark;
 
 void freelist_init(void)
 {
     /* Never 0: an all-zero word must not decode to a NULL link (the end of a list) in a
      * page of its own. */
     freelist_secret = (uintptr_t)os_random_seed() | ((uintptr_t)1 << 63);
-    /* Odd, bit 1 clear (see FREELIST_FRESH): never a pointer the program could have left.  Drawn apart from the
-     * secret: the key is stored in free objects, where a use after free can read it. */
-    freelist_key = ((uintptr_t)os_random_seed() | 1) & ~(uintptr_t)2;
-    freelist_fresh = freelist_key | 2;
+    /* Odd: never a pointer the program could have left.  Drawn apart from the secret:
+     * they are stored in free objects, where a use after free can read them. */
+    freelist_key = (uintptr_t)os_random_seed() | 1;
+    do
+        freelist_slab_mark = (uintptr_t)os_random_seed() | 1;
+    while (freelist_slab_mark == freelist_key);
 }
 
 void *freelist_block_of(const void *next, unsigned cls)
@@ -49,6 +51,11 @@ void freelist_corrupt(const char *func, const void *obj, const void *next, unsig
     abort();
 }
 
+void freelist_lost_key(const char *func, const void *obj)
+{
+    report_double_free_found(func, obj, "freed twice, or written after its free");
+}
+
 void freelist_bad_block(const char *func, const void *obj, unsigned cls, const char *why)
 {
     char o[24], size[24];
@@ -58,8 +65,10 @@ void freelist_bad_block(const char *func, const void *obj, unsigned cls, const c
     abort();
 }
 
-void freelist_corrupt_after(const void *obj, const void *next)
+void freelist_bad_pop(const void *obj, const void *next)
 {
+    if (fl_plausible(next))
+        freelist_lost_key("malloc", obj);
     const range_t *r = region_range_of((uintptr_t)obj);
     pm_entry_t e = r ? pm_read(r, (uintptr_t)obj) : PM_EMPTY;
     freelist_corrupt("malloc", obj, next, pm_is_slab_page(e) ? pm_slab_class(e) : 0);

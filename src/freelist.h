@@ -22,17 +22,22 @@
 #include "util.h"
 
 extern uintptr_t freelist_secret TIDE_HIDDEN;
-/* A free object's second word holds this per-process key, wherever it is free (a thread
- * cache, a transfer cache, its slab, or a slab's region never handed out yet): a free
- * whose object holds it is looked at closely (a double free, or a free of a block never
- * allocated), as glibc's tcache does with its key. */
+/* A free object's second word says where it is free, so that whoever takes it next can
+ * tell that it really is (snmalloc's "sign on free, verify on consume"): free() itself
+ * loads nothing from the block (a line another CPU may have written last) and only
+ * stores.
+ *   the key      on a list: a thread cache, a transfer cache, a refill's batch.  Every
+ *                free stores it with the link; the pop that hands the object out checks
+ *                it and clears it, and a return to the slab checks it.  An object freed
+ *                twice is on lists twice: whichever copy is taken second finds the key
+ *                gone and aborts, before the object is handed out again.
+ *   the slab mark  free in its slab (its bitmap bit set), or never handed out: written
+ *                when a slab is made and when an object goes back to it; a refill
+ *                checks it before it lists the object (a free of an object back in its
+ *                slab wrote the key over it).
+ * Both are odd and drawn at start-up, never a pointer the program could have left. */
 extern uintptr_t freelist_key TIDE_HIDDEN;
-/* A region of a slab that malloc never returned holds the key with bit 1 set instead
- * (the key has it clear): the free fast path takes both to its slow path with one test,
- * which then tells a double free from a free of a block never allocated. */
-extern uintptr_t freelist_fresh TIDE_HIDDEN; /* freelist_key | 2 */
-#define FREELIST_FRESH freelist_fresh
-TIDE_INLINE bool fl_marked(void *const *obj) { return ((uintptr_t)obj[1] | 2) == freelist_fresh; }
+extern uintptr_t freelist_slab_mark TIDE_HIDDEN;
 
 /* Draw the secret and the key (at start-up, before any list exists). */
 void freelist_init(void);
@@ -56,6 +61,38 @@ TIDE_INLINE void fl_set_next(void **obj, const void *next)
 #define FL_IMPLAUSIBLE ((~(uintptr_t)0 << 47) | (uintptr_t)(QUANTUM - 1))
 TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & FL_IMPLAUSIBLE) == 0; }
 
+/* OBJ, popped from a list to be handed out: its key is checked and cleared in one
+ * instruction (a xor in memory, whose result is zero only when the word held the key),
+ * on the line the pop read the link from; on to LABEL when it was not the key: OBJ was
+ * handed out since it was listed (a double free listed it twice), or a use after free
+ * wrote it. */
+#if defined(__x86_64__)
+#define FL_TAKE_KEY_OR_GOTO(obj, label)                                                            \
+    __asm__ goto("xorq %[key], %[word]\n\tjnz %l[" #label "]"                                   \
+                 : [word] "+m"(((void **)(obj))[1])                                                \
+                 : [key] "r"(freelist_key)                                                         \
+                 : "cc"                                                                            \
+                 : label)
+#else
+#define FL_TAKE_KEY_OR_GOTO(obj, label)                                                            \
+    do {                                                                                           \
+        uintptr_t w_ = (uintptr_t)((void **)(obj))[1] ^ freelist_key;                              \
+        ((void **)(obj))[1] = (void *)w_;                                                          \
+        if (unlikely(w_ != 0))                                                                     \
+            goto label;                                                                            \
+    } while (0)
+#endif
+/* The same, true when OBJ held its key (for the slow paths). */
+TIDE_INLINE bool fl_take_key(void **obj)
+{
+    FL_TAKE_KEY_OR_GOTO(obj, lost);
+    return true;
+lost:
+    return false;
+}
+/* The pop of OBJ found its key gone: "tide: FUNC(): double free 0x...", abort. */
+__attribute__((noreturn, cold)) void freelist_lost_key(const char *func, const void *obj);
+
 /* A block of class CLS at the head of a list is not a free one, as WHY says:
  * "tide: FUNC(): corrupted free list: 0x... (a block of N bytes) WHY", abort. */
 __attribute__((noreturn, cold)) void freelist_bad_block(const char *func, const void *obj, unsigned cls,
@@ -63,9 +100,10 @@ __attribute__((noreturn, cold)) void freelist_bad_block(const char *func, const 
 /* A corrupted link in a list of class CLS: "tide: FUNC(): corrupted free list ...", abort. */
 __attribute__((noreturn, cold)) void freelist_corrupt(const char *func, const void *obj, const void *next,
                                                        unsigned cls);
-/* The same for malloc's pop of OBJ, a region of a slab, whose class its page tells (the
- * fast path keeps no register for it). */
-__attribute__((noreturn, cold)) void freelist_corrupt_after(const void *obj, const void *next);
+/* malloc's pop of OBJ, a region of a slab, found its link NEXT implausible
+ * (freelist_corrupt, the class told by OBJ's page: the fast path keeps no register for
+ * it) or its key gone (freelist_lost_key). */
+__attribute__((noreturn, cold)) void freelist_bad_pop(const void *obj, const void *next);
 /* Whether NEXT (not NULL) is a region of a live slab of class CLS (a large class: the
  * first page of a block of that class). */
 bool freelist_valid(const void *next, unsigned cls);

@@ -165,13 +165,23 @@ TIDE_INLINE void block_free(void *p, const block_t *b)
     large_free(e);
 }
 
-/* A freed object still in a thread cache or back in its slab looks live to block_lookup:
- * found here, before FUNC checks the size it was given, it is reported as FUNC's double
- * free (block_free would find it too, but as free's). */
-static inline void free_check_not_freed(void *p, const block_t *b, const char *func)
+/* realloc's check: a freed object still in a thread cache or back in its slab looks live
+ * to block_lookup.  Found here (realloc reads the block anyway), it is reported as
+ * realloc's double free. */
+static inline void realloc_check_not_freed(void *p, const block_t *b)
 {
-    if (unlikely(b->cls != EXTENT_NO_CLASS && fl_marked(p)))
-        tcache_check_not_freed(p, b->cls, func);
+    if (unlikely(b->cls != EXTENT_NO_CLASS && (((void **)p)[1] == (void *)freelist_key ||
+                                               ((void **)p)[1] == (void *)freelist_slab_mark)))
+        tcache_check_not_freed(p, b->cls, "realloc");
+}
+
+/* free_sized's and free_aligned_sized's check before they check the size they were given:
+ * free(p); free_sized(p, n) is their double free, found as free's is, without a load from
+ * P (tcache_free_slow would find it too, but as free's). */
+static inline void free_check_not_last(void *p, const block_t *b, const char *func)
+{
+    if (unlikely(b->cls != EXTENT_NO_CLASS && tcache_tls.state == TCACHE_ACTIVE && p == tcache_tls.head[b->cls]))
+        report_double_free(func, p);
 }
 
 /* ---- allocation ---------------------------------------------------------------------- */
@@ -298,16 +308,16 @@ TIDE_INLINE void *cache_pop(size_t size)
     void **p = tc->head[cls];
     if (likely(p != NULL)) {
         void *next = fl_next(p);
-        /* (A loop onto itself: P freed twice, its key cleared between by a use after
-         * free.) */
-        if (unlikely(!fl_plausible(next) || next == p))
-            freelist_corrupt_after(p, next);
+        if (unlikely(!fl_plausible(next)))
+            goto bad;
+        /* P's key, on the line the link came from: P freed twice is on the list twice,
+         * and whichever copy is popped second finds the key gone (freelist.h). */
+        FL_TAKE_KEY_OR_GOTO(p, bad);
         tc->head[cls] = next;
         /* The next pop's load of NEXT's link is the fast path's one likely miss (a list
          * freed a while ago): started now, it overlaps what the program does meanwhile
          * (bench/pairs' batch 0.95x the time, churn 0.97x, one instruction more). */
         __builtin_prefetch(next);
-        p[1] = NULL;
         int64_t room = tc->room[cls] - (TCACHE_PROF_ONE - 1);
         tc->room[cls] = room;
         if (likely(room >= 0))
@@ -315,6 +325,8 @@ TIDE_INLINE void *cache_pop(size_t size)
         p[1] = (void *)freelist_key; /* back on the list, as it was */
         tc->head[cls] = p;
         return NULL;
+    bad: /* (one call of the cold path for both checks: two gave the fast path a frame) */
+        freelist_bad_pop(p, next);
     }
     tc->room[cls] -= TCACHE_PROF_ONE - 1;
     return NULL;
@@ -400,11 +412,12 @@ TIDE_INLINE bool cache_push(void *p, size_t size, bool sized)
         tcache_t *tc = &tcache_tls;
         void **obj = p;
         /* P the start of a region of a slab of a small class (sized: the page's, which
-         * SIZE's is), not a pointer into one, room in the cache, and not already freed
-         * (not holding the key). */
+         * SIZE's is), not a pointer into one, room in the cache, and not the object freed
+         * last (free(p); free(p), found without a load from P: a double free with other
+         * frees between is found where P's line is read anyway, see freelist.h). */
         if (likely((sized ? pm_slab_class(entry) == cls && sc_starts_region(cls, a - pm_slab_base(entry, a))
                           : pm_starts_small_region(entry, a)) &&
-                   tcache_room(tc, cls) != 0 && !fl_marked(obj))) {
+                   tcache_room(tc, cls) != 0 && obj != tc->head[cls])) {
             tcache_push(tc, obj, cls);
             return true;
         }
@@ -543,7 +556,7 @@ static void *realloc_impl(void *p, size_t size, void *frame)
     }
     block_t b;
     block_lookup(p, "realloc", &b);
-    free_check_not_freed(p, &b, "realloc");
+    realloc_check_not_freed(p, &b);
     size_t usable = sc_usable(size);
     if (unlikely(!usable)) {
         errno = ENOMEM;
@@ -608,7 +621,7 @@ static TIDE_NOINLINE void free_sized_slow(void *p, size_t size)
         return;
     block_t b;
     block_lookup(p, "free_sized", &b);
-    free_check_not_freed(p, &b, "free_sized");
+    free_check_not_last(p, &b, "free_sized");
     if (unlikely(!size_fits_block(size, b.usable)))
         report_fatal("free_sized", "size does not match the allocation of", p);
     block_free(p, &b);
@@ -627,7 +640,7 @@ static TIDE_NOINLINE void free_aligned_sized_slow(void *p, size_t align, size_t 
         return;
     block_t b;
     block_lookup(p, "free_aligned_sized", &b);
-    free_check_not_freed(p, &b, "free_aligned_sized");
+    free_check_not_last(p, &b, "free_aligned_sized");
     unsigned cls;
     size_t want = align <= QUANTUM ? sc_usable(size) : aligned_usable(align, size, &cls);
     if (unlikely(want != b.usable && !size_fits_block(size, b.usable)))

@@ -65,3 +65,11 @@ void report_internal(const char *file, int line, const char *what)
 
 void report_invalid_pointer(const char *func, const void *ptr) { report_fatal(func, "invalid pointer", ptr); }
 void report_double_free(const char *func, const void *ptr) { report_fatal(func, "double free", ptr); }
+
+void report_double_free_found(const char *func, const void *ptr, const char *how)
+{
+    char hex[24];
+    const char *pieces[] = { func, "(): double free ", report_fmt_u64(hex, (uintptr_t)ptr, 1), " (", how, ")" };
+    report_line(pieces, ARRAY_SIZE(pieces));
+    abort();
+}

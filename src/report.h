@@ -12,6 +12,9 @@
 
 __attribute__((noreturn, cold)) void report_invalid_pointer(const char *func, const void *ptr);
 __attribute__((noreturn, cold)) void report_double_free(const char *func, const void *ptr);
+/* A double free found after the second free, where the block was taken next:
+ * "tide: FUNC(): double free 0x... (HOW)". */
+__attribute__((noreturn, cold)) void report_double_free_found(const char *func, const void *ptr, const char *how);
 __attribute__((noreturn, cold)) void report_fatal(const char *func, const char *what, const void *ptr);
 /* A broken internal invariant: "tide: internal error at FILE:LINE: WHAT", then abort(). */
 __attribute__((noreturn, cold)) void report_internal(const char *file, int line, const char *what);

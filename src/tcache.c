@@ -81,7 +81,7 @@ static void *alloc_direct(unsigned cls)
         void **p;
         if (!arena_fill(thread_arena(), cls, (void **)&p, 1))
             return NULL;
-        p[1] = NULL; /* the fresh mark or the key: handed out now */
+        p[1] = NULL; /* the key the refill wrote: handed out now */
         return p;
     }
     extent_t *e = extent_alloc_large(sc_size[cls] >> LG_PAGE, PAGE, &tcache_hint);
@@ -95,9 +95,7 @@ static void *alloc_direct(unsigned cls)
 static void free_direct(void *p, unsigned cls)
 {
     if (cls < SC_NSMALL) {
-        /* The key, as a cache would write it: a second free from a thread with a cache
-         * then leaves the fast path and finds the region free in its slab. */
-        ((void **)p)[1] = (void *)freelist_key;
+        /* Straight to its slab, whose bitmap finds a second free. */
         if (arena_return(&p, 1, cls, "free"))
             background_after_free();
         return;
@@ -333,10 +331,13 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
         if (cls >= SC_NSMALL)
             large_leaves_cache(tc, p, cls);
         void **next = fl_next_checked(p, cls, "malloc");
-        if (cls >= SC_NSMALL)
+        if (cls >= SC_NSMALL) {
             tc->head_ext[cls - SC_NSMALL] = next ? fl_block_of(next, cls) : NULL;
+            p[1] = NULL;
+        } else if (unlikely(!fl_take_key(p))) {
+            freelist_lost_key("malloc", p);
+        }
         tc->head[cls] = next;
-        p[1] = NULL;
         tc->room[cls]++; /* (no carry: the room is at most the capacity) */
         return p;
     }
@@ -362,7 +363,8 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
     if (cap > tc->cap[cls])
         make_room(tc, cls, cap);
     set_capacity(tc, cls, cap, got - 1);
-    p[1] = NULL; /* a batch from another cache still carries the freed mark */
+    if (unlikely(!fl_take_key(p)))
+        freelist_lost_key("malloc", p);
     return p;
 }
 
@@ -402,8 +404,9 @@ void *tcache_alloc_slow(unsigned cls)
      * by alloc_dry: a tail call, so that this path saves no registers. */
     if (likely(tc->state == TCACHE_ACTIVE)) {
         if (likely(p) && (fl_valid_first_range(next = fl_next(p), cls, &e) || !next)) {
+            if (unlikely(!fl_take_key(p)))
+                freelist_lost_key("malloc", p);
             tc->head[cls] = next;
-            p[1] = NULL;
             tc->room[cls]++;
             return p;
         }
@@ -413,23 +416,23 @@ void *tcache_alloc_slow(unsigned cls)
 
 void tcache_check_not_freed(void *p, unsigned cls, const char *func)
 {
-    /* Only a small region malloc never returned holds the fresh mark (every way out of
-     * the allocator clears the second word, a large block's too): wherever it is (a slab,
-     * this or another thread's cache), the program did not get this pointer from malloc. */
-    if (cls < SC_NSMALL && ((void **)p)[1] == (void *)FREELIST_FRESH)
-        report_invalid_pointer(func, p);
+    void *mark = ((void **)p)[1];
+    if (cls < SC_NSMALL && mark == (void *)freelist_slab_mark) {
+        const range_t *r = region_range_of((uintptr_t)p);
+        if (arena_region_is_free(pm_desc(pm_read(r, (uintptr_t)p)), (uintptr_t)p))
+            report_double_free(func, p);
+        return;
+    }
+    if (mark != (void *)freelist_key)
+        return;
     tcache_t *tc = &tcache_tls;
     /* The walk is bounded by the count: a list made to loop ends too. */
     unsigned left = tc->state == TCACHE_ACTIVE ? tc->cap[cls] - tcache_room(tc, cls) : 0;
     for (void **q = tc->head[cls]; q && left; q = fl_next_checked(q, cls, func), left--)
         if (q == p)
             report_double_free(func, p);
-    if (cls < SC_NSMALL) {
-        const range_t *r = region_range_of((uintptr_t)p);
-        extent_t *slab = pm_desc(pm_read(r, (uintptr_t)p));
-        if (arena_region_is_free(slab, (uintptr_t)p) || transfer_holds(cls, p))
-            report_double_free(func, p);
-    }
+    if (cls < SC_NSMALL && transfer_holds(cls, p))
+        report_double_free(func, p);
 }
 
 /* EXT, the extent of a large block of class CLS, is about to be pushed on TC's list. */
@@ -446,10 +449,8 @@ static TIDE_NOINLINE void free_to_cache_slow(void *p, unsigned cls, extent_t *ex
     tcache_t *tc = &tcache_tls;
     if (tc->state == TCACHE_UNINIT)
         tcache_init(tc);
-    if (fl_marked(p))
-        tcache_check_not_freed(p, cls, "free");
-    else if (tc->state == TCACHE_ACTIVE && p == tc->head[cls])
-        report_double_free("free", p); /* its key cleared since (a use after free) */
+    if (tc->state == TCACHE_ACTIVE && p == tc->head[cls])
+        report_double_free("free", p);
     /* guard:on: a large block goes to the quarantine, not to a cache that hands it out
      * again at once. */
     if (tc->state != TCACHE_ACTIVE || (cls >= SC_NSMALL && ATOMIC_LOAD(&conf.guard))) {
@@ -474,9 +475,9 @@ void tcache_free_slow(void *p, unsigned cls, extent_t *ext)
     tcache_t *tc = &tcache_tls;
     void **obj = p;
     /* The case of a block above the fast path's sizes, or of a free the fast path left for
-     * a full cache' flush: everything else (a mark, the head itself, guard:on's large
-     * blocks, no room, no active cache) is looked at in free_to_cache_slow. */
-    if (likely(tc->state == TCACHE_ACTIVE && !fl_marked(obj) && obj != tc->head[cls] && tcache_room(tc, cls) != 0 &&
+     * a full cache' flush: everything else (the head itself, guard:on's large blocks, no
+     * room, no active cache) is looked at in free_to_cache_slow. */
+    if (likely(tc->state == TCACHE_ACTIVE && obj != tc->head[cls] && tcache_room(tc, cls) != 0 &&
                (cls < SC_NSMALL || !ATOMIC_LOAD(&conf.guard)))) {
         /* A large block's extent says it is cached: a second free finds it there
          * (block_find), whichever thread's cache holds it. */

@@ -12,8 +12,9 @@
  * from the thread's arena; a full cache keeps its 8
  * most recent objects and hands the rest to a transfer cache in one piece (a large
  * class: to the page heap in one lock round).  A freed object's second
- * word holds a per-process key, so that a double free is noticed at once in the
- * common case (as glibc's tcache does).  A thread is placed on the arena with the fewest
+ * word holds a per-process key, which the pop that hands it out checks and clears: a
+ * double free is found there, or where the object goes back to its slab (freelist.h),
+ * and free(p); free(p) at once.  A thread is placed on the arena with the fewest
  * threads when it first allocates, and leaves it when it exits. */
 #ifndef TIDE_TCACHE_H
 #define TIDE_TCACHE_H
@@ -83,8 +84,8 @@ TIDE_INLINE void tcache_set_countdown(tcache_t *tc, size_t cls, int64_t left)
 }
 
 /* Push OBJ, freed, on TC's list for CLS (the caller checked that there is room): its link
- * encoded, the double-free key in its second word.  The fast path's push and the slow
- * paths' are this one. */
+ * encoded, the key in its second word (freelist.h): stores only.  The fast path's push
+ * and the slow paths' are this one. */
 TIDE_INLINE void tcache_push(tcache_t *tc, void **obj, size_t cls)
 {
     fl_set_next(obj, tc->head[cls]);
@@ -100,8 +101,9 @@ TIDE_INLINE void tcache_push(tcache_t *tc, void **obj, size_t cls)
 /* Slow paths: the cache of CLS is empty / full or not set up. */
 void *tcache_alloc_slow(unsigned cls);
 void tcache_free_slow(void *p, unsigned cls, extent_t *ext); /* EXT: P's slab or large extent */
-/* Abort with FUNC's name when P (of class CLS, its second word holding the key) is in the
- * calling thread's cache or free in its slab: a double free or a use after free. */
+/* Abort with FUNC's name when P (of class CLS) is in the calling thread's cache or a
+ * transfer cache (it holds the key) or free in its slab (the slab mark): realloc's check,
+ * which reads the block anyway (free() reads nothing of it). */
 void tcache_check_not_freed(void *p, unsigned cls, const char *func);
 /* Empty the calling thread's cache. */
 void tcache_flush_self(void);

@@ -7,17 +7,22 @@
  *                           one rewrites its link with the address of a global: the
  *                           malloc that would follow the link aborts;
  *   a cleared key           free(p), a use after free that clears p's second word (the
- *                           double-free key), free(p): the loop the second free made is
- *                           found before malloc hands p out twice; a large block's
- *                           extent says it is cached, so its second free is found
- *                           at once, with frees between or from another thread;
+ *                           key), free(p): the second free is found at once (p is the
+ *                           cache's head: no load from p); a large block's extent says
+ *                           it is cached, so its second free is found at once, with
+ *                           frees between or from another thread;
  *   a link to a block in use a forged link of a large class, to a live block: malloc
  *                           and the flush find that no cache holds it;
  *   a slot never handed out free() of a region of a live slab that malloc never returned
- *                           (in the slab, or in the thread's cache) is an invalid pointer;
+ *                           (in the slab, or in the thread's cache) is found before the
+ *                           region is handed out twice;
  *   a kept empty slab       a block whose slab emptied and stays in its bin, freed again,
- *                           is a double free (its regions keep their key when kept, and
- *                           handed out again they free cleanly).
+ *                           is found before it is handed out twice (its regions hold the
+ *                           slab mark when kept, and handed out again they free cleanly).
+ * free() loads nothing from the block: a double free with other frees between is found
+ * where the block is taken next (a pop, a refill, a return to its slab), no later than
+ * the malloc that would hand it out again.  Those tests go on allocating after the misuse
+ * (malloc_until_twice), and fail if a block comes back twice.
  * And false alarms that must not be: a large block whose pages still hold a slab's
  * mark, shrunk by realloc into a small block and freed; a live block holding a copy of a
  * freed one's key.
@@ -34,6 +39,8 @@
 #include "child.h"
 #include "support.h"
 
+#define MiB ((size_t)1 << 20)
+
 static int target; /* what the forged pointer points at */
 
 /* Runs FN in a child, which must die of SIGABRT with stderr starting with WANT. */
@@ -48,6 +55,27 @@ static void expect_abort(int (*fn)(void *), void *arg, const char *want)
     cr_expect(strchr(c.err, '\n') == c.err + c.errlen - 1, "not one line: \"%s\"", c.err);
     tt_child_free(&c);
 }
+
+/* Malloc N blocks of SIZE, keeping them all: returns if none came twice (the caller then
+ * says the misuse was not caught); a block handed out twice is the failure itself: the
+ * child says so and exits 5. */
+static void malloc_until_twice_holding(size_t size, unsigned n, const void *held)
+{
+    void **got = calloc(n, sizeof *got);
+    if (!got)
+        exit(2);
+    for (unsigned i = 0; i < n; i++) {
+        got[i] = malloc(size);
+        for (unsigned j = 0; j <= i; j++) {
+            if ((j < i && got[j] == got[i]) || got[i] == held) {
+                fprintf(stderr, "<handed out twice: %p>\n", got[i]);
+                exit(5);
+            }
+        }
+    }
+}
+
+static void malloc_until_twice(size_t size, unsigned n) { malloc_until_twice_holding(size, n, NULL); }
 
 /* ---- a forged next pointer ----------------------------------------------------------- */
 
@@ -158,7 +186,7 @@ static int cleared_key(void *arg)
 
 static void cleared_key_case(size_t size)
 {
-    expect_abort(cleared_key, (void *)(uintptr_t)size, "tide: malloc(): corrupted free list: the object after 0x");
+    expect_abort(cleared_key, (void *)(uintptr_t)size, "tide: free(): double free 0x");
 }
 
 Test(hardening, a_double_free_with_its_key_cleared_aborts_64, .timeout = 60) { cleared_key_case(64); }
@@ -290,16 +318,34 @@ Test(hardening, a_forged_link_to_a_large_block_in_use_aborts_in_a_flush, .timeou
 
 /* ---- a slot never handed out -------------------------------------------------------------- */
 
+/* The first region of a fresh slab of SIZE's class: after 1 MiB of the class is taken
+ * (and kept), every free region the process had is used, and the next page-aligned block
+ * starts a slab made for it.  Its other regions were never handed out: those the refill
+ * took in the thread's cache, the rest in the slab. */
+static char *fresh_slab(size_t size)
+{
+    for (size_t taken = 0; taken < ((size_t)1 << 20); taken += size)
+        if (!malloc(size))
+            exit(2);
+    for (int i = 0; i < 100000; i++) {
+        char *p = malloc(size);
+        if (((uintptr_t)p & 4095) == 0)
+            return p;
+    }
+    exit(3);
+}
+
 static int never_handed_out(void *arg)
 {
     uintptr_t how = (uintptr_t)arg;
-    char *p;
     if (how == 0) {
-        p = malloc(2048);
-        free(p + 2048); /* the slab's other region: in this thread's cache, never returned */
+        char *p = fresh_slab(256);
+        free(p + 3 * 256); /* in this thread's cache since the refill, never returned (not its head) */
+        malloc_until_twice(256, 200);
     } else {
-        p = malloc(16);
+        char *p = fresh_slab(16);
         free(p + 16 * 200); /* still in the slab: a refill takes at most 100 of its 256 */
+        malloc_until_twice(16, 1000);
     }
     fprintf(stderr, "<not caught>\n");
     return 0;
@@ -307,11 +353,11 @@ static int never_handed_out(void *arg)
 
 Test(hardening, a_free_of_a_cached_slot_never_handed_out_aborts, .timeout = 60)
 {
-    expect_abort(never_handed_out, (void *)0, "tide: free(): invalid pointer 0x");
+    expect_abort(never_handed_out, (void *)0, "tide: malloc(): double free 0x");
 }
 Test(hardening, a_free_of_a_slab_slot_never_handed_out_aborts, .timeout = 60)
 {
-    expect_abort(never_handed_out, (void *)1, "tide: free(): invalid pointer 0x");
+    expect_abort(never_handed_out, (void *)1, "tide: malloc(): double free 0x");
 }
 
 /* ---- no false alarm: a mark left in a large block's pages ------------------------------- */
@@ -464,6 +510,7 @@ static int kept_slab(void *arg)
     /* Freed past what the transfer cache took (1 MiB of the class) and before what the
      * thread cache (128) holds at the end: in a slab that emptied. */
     free(p[1500]);
+    malloc_until_twice(1024, 2 * KEPT_N);
     fprintf(stderr, "<not caught>\n");
     return 0;
 }
@@ -477,16 +524,16 @@ Test(hardening, a_double_free_into_a_kept_empty_slab_aborts, .timeout = 60)
               "the setting up failed (2: malloc, 3: no slab kept, 4: tide_check): stderr: %s", c.err);
     char how[96];
     cr_expect(tt_child_signalled(&c, SIGABRT), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
-    cr_expect(strncmp(c.err, "tide: free(): double free 0x", 28) == 0, "stderr was \"%s\"", c.err);
+    cr_expect(strncmp(c.err, "tide: malloc(): double free 0x", 30) == 0, "stderr was \"%s\"", c.err);
     tt_child_free(&c);
 }
 
 /* ---- a block freed by a thread without a cache, freed again by one with a cache ---- */
 
 /* A thread whose cache is gone (in a TLS destructor that runs after tide's own) frees
- * straight into the slab.  The block must carry the key there too: otherwise a second
- * free from a thread with a cache passes the fast path, and the slot sits in that cache
- * and in its slab at once, to be handed out twice. */
+ * straight into the slab.  A second free from a thread with a cache puts the slot in that
+ * cache while it is free in its slab: the refill that takes it from the slab finds that it
+ * no longer holds the slab mark, before it is handed out twice. */
 static pthread_key_t late_key;
 
 static void free_late(void *p) { free(p); }
@@ -508,14 +555,14 @@ static int free_without_cache_then_with(void *arg)
         pthread_create(&t, NULL, keep_for_exit, p) != 0 || pthread_join(t, NULL) != 0)
         return 2;
     free(p);
-    void *a = malloc(64), *b = malloc(64);
-    fprintf(stderr, "<not caught: %p %p>\n", a, b);
+    malloc_until_twice(64, 5000);
+    fprintf(stderr, "<not caught>\n");
     return 0;
 }
 
 Test(hardening, a_double_free_after_a_free_by_an_exiting_thread_aborts, .timeout = 60)
 {
-    expect_abort(free_without_cache_then_with, NULL, "tide: free(): double free 0x");
+    expect_abort(free_without_cache_then_with, NULL, "tide: malloc(): double free 0x");
 }
 
 /* ---- the same attacks through free_sized ---------------------------------------------- */
@@ -559,7 +606,7 @@ Test(hardening, free_sized_twice_aborts, .timeout = 60)
 }
 Test(hardening, free_sized_twice_with_its_key_cleared_aborts, .timeout = 60)
 {
-    expect_abort(sized_misuse, (void *)1, "tide: malloc(): corrupted free list: the object after 0x");
+    expect_abort(sized_misuse, (void *)1, "tide: free_sized(): double free 0x");
 }
 Test(hardening, free_sized_of_a_pointer_into_a_block_aborts, .timeout = 60)
 {
@@ -580,4 +627,83 @@ Test(hardening, free_sized_of_a_freed_block_is_its_double_free_whatever_the_size
 Test(hardening, free_aligned_sized_of_a_freed_block_aborts_as_its_double_free, .timeout = 60)
 {
     expect_abort(sized_misuse, (void *)6, "tide: free_aligned_sized(): double free 0x");
+}
+
+/* ---- no block handed out twice: the frees that today's contract catches later ---------- */
+
+/* A block freed by one thread (into its cache: the thread lives on) and again by another:
+ * it is on both threads' lists, and whichever thread takes it second aborts. */
+
+static pthread_barrier_t twice_barrier;
+
+static void *free_then_allocate(void *arg)
+{
+    void **p = arg;
+    free(p[0]);                            /* into this thread's cache */
+    pthread_barrier_wait(&twice_barrier);  /* the main thread frees it too */
+    pthread_barrier_wait(&twice_barrier);  /* the main thread has allocated */
+    malloc_until_twice_holding(80, 100, p[1]);
+    return NULL;
+}
+
+static int twice_across_threads(void *arg)
+{
+    (void)arg;
+    void *p[2] = { malloc(80), NULL };
+    pthread_t t;
+    pthread_barrier_init(&twice_barrier, NULL, 2);
+    if (!p[0] || pthread_create(&t, NULL, free_then_allocate, p) != 0)
+        return 2;
+    pthread_barrier_wait(&twice_barrier);
+    free(p[0]); /* the double free: into this thread's cache too */
+    /* This thread gets p back at once (its cache's head); the other thread must not. */
+    p[1] = malloc(80);
+    pthread_barrier_wait(&twice_barrier);
+    pthread_join(t, NULL);
+    fprintf(stderr, "<not caught (%p, %p)>\n", p[0], p[1]);
+    return 0;
+}
+
+Test(hardening, a_block_freed_by_two_threads_is_never_handed_out_twice, .timeout = 60)
+{
+    expect_abort(twice_across_threads, NULL, "tide: malloc(): double free 0x");
+}
+
+/* A 1-8 KiB block whose key a use after free cleared, pushed out of the thread's cache by
+ * 3,000 frees of its class, then freed again: it is found where it is taken next (its slab
+ * or a transfer cache: the key it lacks, the slab's bitmap, or the slab mark the second
+ * free wrote over), before it is handed out twice. */
+static int cleared_key_pushed_out(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    enum { N = 3000 };
+    static void *others[N];
+    void **p = malloc(size);
+    for (unsigned i = 0; i < N; i++)
+        if (!(others[i] = malloc(size)))
+            return 2;
+    free(p);
+    ((void *volatile *)p)[1] = NULL; /* the use after free */
+    for (unsigned i = 0; i < N; i++)
+        free(others[i]);
+    free(p);
+    malloc_until_twice(size, 2 * N);
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, a_double_free_with_its_key_cleared_pushed_out_of_the_cache_aborts, .timeout = 60)
+{
+    static const size_t sizes[] = { 1024, 3072, 8192 };
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        struct tt_child_spec spec = { .fn = cleared_key_pushed_out, .arg = (void *)(uintptr_t)sizes[i], .timeout_s = 60 };
+        struct tt_child c;
+        cr_assert_eq(tt_child_run(&spec, &c), 0);
+        char how[96];
+        cr_expect(tt_child_signalled(&c, SIGABRT), "%zu bytes: the child %s (stderr: %s)", sizes[i],
+                  tt_child_how(&c, how, sizeof how), c.err);
+        cr_expect(strstr(c.err, "(): double free 0x") != NULL && strncmp(c.err, "tide: ", 6) == 0,
+                  "%zu bytes: stderr was \"%s\"", sizes[i], c.err);
+        tt_child_free(&c);
+    }
 }

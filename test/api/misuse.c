@@ -8,7 +8,11 @@
  *     tide: free(): invalid pointer 0x...
  *     tide: free(): double free 0x...
  *     tide: realloc(): invalid pointer 0x...
- * (0x + lowercase hex), and abort (SIGABRT) at that call.
+ * (0x + lowercase hex), and abort (SIGABRT) at that call.  A double free with other
+ * frees between is found where the block is taken next instead (free() loads nothing from
+ * the block): no later than the malloc that would hand it out a second time, so those
+ * tests go on allocating after the second free, and fail if a block comes back twice:
+ *     tide: malloc(): double free 0x... (freed twice, or ...)
  *
  * Each test does the misuse twice:
  *   1. in a forked child whose stderr is a pipe: the test checks the child died of
@@ -32,8 +36,8 @@ enum kind {
     FREE_PTR,            /* free(ptr) */
     REALLOC_PTR,         /* realloc(ptr, 100) */
     DOUBLE_FREE,         /* free(ptr); free(ptr) */
-    DOUBLE_FREE_FLUSHED, /* free(ptr); free 20,000 others of its class; free(ptr) */
-    DOUBLE_FREE_REMOTE,  /* another thread frees ptr; then free(ptr) */
+    DOUBLE_FREE_FLUSHED, /* free(ptr); free 20,000 others of its class; free(ptr); malloc... */
+    DOUBLE_FREE_REMOTE,  /* another thread frees ptr; then free(ptr); malloc... */
     REALLOC_ZERO_FREE,   /* realloc(ptr, 0); free(ptr) */
     DOUBLE_FREE_BUSY,    /* free(others[0..n)), free(ptr); another thread allocates small
                             objects of 30 classes; free(ptr) */
@@ -45,6 +49,7 @@ struct misuse {
     void *ptr;         /* the pointer misused */
     void **others;     /* DOUBLE_FREE_FLUSHED: live objects of the same class */
     size_t nothers;
+    size_t size;       /* DOUBLE_FREE_FLUSHED, _REMOTE: what malloc asks for after */
 };
 
 static void (*fr(const struct misuse *m))(void *) { return m->twins ? tide_free : free; }
@@ -66,6 +71,20 @@ static void *small_objects(void *arg)
     return NULL;
 }
 
+/* After the second free of M->ptr: malloc blocks of its size, keeping them all, until one
+ * of them comes back twice (the failure: returns) or many more than any cache holds were
+ * handed out (returns too). */
+static void malloc_until_twice(const struct misuse *m)
+{
+    enum { N = 50000 };
+    unsigned seen = 0;
+    for (unsigned i = 0; i < N; i++) {
+        void *q = malloc(m->size);
+        if (q == m->ptr && ++seen == 2)
+            return;
+    }
+}
+
 /* The misuse itself. Returns only if tide did not abort. */
 static void commit(const struct misuse *m)
 {
@@ -85,12 +104,14 @@ static void commit(const struct misuse *m)
         for (size_t i = 0; i < m->nothers; i++)
             free(m->others[i]);
         fr(m)(m->ptr);
+        malloc_until_twice(m);
         break;
     case DOUBLE_FREE_REMOTE: {
         pthread_t t;
         pthread_create(&t, NULL, remote_free, m->ptr);
         pthread_join(t, NULL);
         fr(m)(m->ptr);
+        malloc_until_twice(m);
         break;
     }
     case REALLOC_ZERO_FREE:
@@ -174,10 +195,14 @@ static void expect_line(const struct misuse *m, const char *what, const char *fm
 #define INVALID_FREE "tide: free(): invalid pointer 0x%" PRIxPTR "\n"
 #define DOUBLE_FREE_LINE "tide: free(): double free 0x%" PRIxPTR "\n"
 #define INVALID_REALLOC "tide: realloc(): invalid pointer 0x%" PRIxPTR "\n"
+/* Where a block freed twice is taken next: a pop that finds its key gone, or a refill
+ * that finds it holds no longer the mark of a block free in its slab. */
+#define LOST_KEY_LINE "tide: malloc(): double free 0x%" PRIxPTR " (freed twice, or written after its free)\n"
+#define IN_SLAB_LINE "tide: malloc(): double free 0x%" PRIxPTR " (freed twice, or never allocated)\n"
 
 static void foreign(enum kind kind, bool twins, void *ptr, const char *what)
 {
-    struct misuse m = {kind, twins, ptr, NULL, 0};
+    struct misuse m = {kind, twins, ptr, NULL, 0, 0};
     expect_line(&m, what, kind == FREE_PTR ? INVALID_FREE : INVALID_REALLOC, ptr);
 }
 
@@ -272,7 +297,7 @@ Test(misuse, realloc_interior_large, .signal = SIGABRT) { interior(REALLOC_PTR, 
 
 static void double_free(enum kind kind, bool twins, size_t size)
 {
-    struct misuse m = {kind, twins, malloc(size), NULL, 0};
+    struct misuse m = {kind, twins, malloc(size), NULL, 0, size};
     memset(m.ptr, 2, size);
     if (kind == DOUBLE_FREE_FLUSHED) {
         m.nothers = 20000;
@@ -280,15 +305,23 @@ static void double_free(enum kind kind, bool twins, size_t size)
         for (size_t i = 0; i < m.nothers; i++)
             m.others[i] = malloc(size);
     }
-    char what[128];
+    char what[160];
     static const char *const how[] = {
         [DOUBLE_FREE] = "free(p); free(p)",
-        [DOUBLE_FREE_FLUSHED] = "free(p); free 20,000 others of its class; free(p)",
-        [DOUBLE_FREE_REMOTE] = "another thread frees p; free(p)",
+        [DOUBLE_FREE_FLUSHED] = "free(p); free 20,000 others of its class; free(p); malloc until p comes twice",
+        [DOUBLE_FREE_REMOTE] = "another thread frees p; free(p); malloc until p comes twice",
         [REALLOC_ZERO_FREE] = "realloc(p, 0); free(p)",
     };
     snprintf(what, sizeof what, "p = malloc(%zu); %s%s", size, how[kind], twins ? " (tide_ names)" : "");
-    expect_line(&m, what, DOUBLE_FREE_LINE, m.ptr);
+    if (kind == DOUBLE_FREE_FLUSHED || kind == DOUBLE_FREE_REMOTE) {
+        char a[160], b[160];
+        snprintf(a, sizeof a, LOST_KEY_LINE, (uintptr_t)m.ptr);
+        snprintf(b, sizeof b, IN_SLAB_LINE, (uintptr_t)m.ptr);
+        const char *const expected[] = {a, b, NULL};
+        expect_abort(&m, what, expected);
+    } else {
+        expect_line(&m, what, DOUBLE_FREE_LINE, m.ptr);
+    }
 }
 
 Test(misuse, double_free_16, .signal = SIGABRT) { double_free(DOUBLE_FREE, false, 16); }
@@ -308,7 +341,7 @@ Test(misuse, free_after_realloc_to_zero, .signal = SIGABRT) { double_free(REALLO
 
 static void double_free_large(size_t size)
 {
-    struct misuse m = {DOUBLE_FREE, false, malloc(size), NULL, 0};
+    struct misuse m = {DOUBLE_FREE, false, malloc(size), NULL, 0, size};
     memset(m.ptr, 3, size);
     char a[128], b[128], what[96];
     snprintf(a, sizeof a, DOUBLE_FREE_LINE, (uintptr_t)m.ptr);
@@ -327,7 +360,7 @@ Test(misuse, double_free_large_1mib, .signal = SIGABRT) { double_free_large(MiB)
 static void double_free_large_busy(size_t size, bool merged)
 {
     void *before = merged ? malloc(size) : NULL;
-    struct misuse m = {DOUBLE_FREE_BUSY, false, malloc(size), &before, merged};
+    struct misuse m = {DOUBLE_FREE_BUSY, false, malloc(size), &before, merged, size};
     memset(m.ptr, 3, size);
     char what[160];
     snprintf(what, sizeof what, "p = malloc(%zu); %sfree(p); another thread allocates; free(p)", size,
