@@ -88,6 +88,9 @@ bench_tidebench = bench/tidebench/__init__.py bench/tidebench/runner.py \
 	bench/tidebench/targets.py bench/tidebench/verdicts.py
 EXTRA_DIST += bench/run.py $(bench_tidebench) bench/background.py bench/ab.py bench/tide-confs \
 	bench/README.md bench/results/.gitignore
+# The dated results docs/ cites.
+EXTRA_DIST += bench/results/latest.md bench/results/prof-ab.md bench/results/prof-on-off.md \
+	bench/results/2026-12-06-design-figures.md
 
 # make check: the targets judged on fixed medians (no benchmark is run).  -B: no
 # __pycache__ left in the source tree.

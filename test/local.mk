@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# test/: everything `make check` runs, one folder per kind of test (README, Tests):
+# test/: everything `make check` runs, one folder per kind of test (docs/testing.md):
 #   unit/    modules by themselves, linked with the check-only build of libtide
 #   api/     the malloc family and tide's interface as a caller sees them
 #   system/  tide in whole processes: real programs, fork, start-up, purging, VMAs

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""The report of a run: the CSV files, the markdown tables of latest.md (ready to paste
-into the README), the targets table and ebizzy.png."""
+"""The report of a run: the CSV files, the markdown tables of latest.md (dated, with the
+machine and the command: the record docs/benchmarks.md quotes), the targets table and
+ebizzy.png."""
 
 import csv
 import datetime

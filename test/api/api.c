@@ -37,7 +37,7 @@ static bool USABLE_IS_CLASS(size_t u, size_t n)
 #ifdef TIDE_TEST_GLIBC
     return u >= n;
 #else
-    /* under TIDE_CONF=thp:on, blocks of 2 MiB and more are whole huge pages (README) */
+    /* under TIDE_CONF=thp:on, blocks of 2 MiB and more are whole huge pages (tide(3)) */
     char thp[16] = "";
     if (n >= 2 * MiB && tide_conf_get("thp", thp, sizeof thp) == 0 && strcmp(thp, "on") == 0)
         return u == tt_round_up(n, 2 * MiB);

@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int bad = conf_parse(s, true);
     if (bad < 0)
         abort();
-    /* The documented ranges (README, conf.c's table). */
+    /* The documented ranges (tide(3), conf.c's table). */
     in_range(conf.purge, 0, 2);
     in_range(conf.decay_ms, -1, 86400000);
     in_range(conf.background, 0, 2);
