@@ -4,7 +4,7 @@
 # so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.
 
 bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath \
-	bench/realloc bench/idle bench/purge_floor bench/churn bench/larson bench/powers
+	bench/realloc bench/idle bench/purge_floor bench/churn bench/larson bench/powers bench/kv
 noinst_PROGRAMS += $(bench_programs)
 
 # -O2 even if the user's CFLAGS lack it (theirs still come last and win).
@@ -51,6 +51,10 @@ bench_larson_LDADD = $(bench_ldadd)
 bench_powers_SOURCES = bench/powers.c bench/shape.h bench/bench.h $(bench_probe)
 bench_powers_CFLAGS = $(bench_cflags)
 bench_powers_LDADD = $(bench_ldadd)
+
+bench_kv_SOURCES = bench/kv.c bench/bench.h $(bench_probe)
+bench_kv_CFLAGS = $(bench_cflags)
+bench_kv_LDADD = $(bench_ldadd)
 
 bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
 bench_fastpath_CFLAGS = $(bench_cflags)
