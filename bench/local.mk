@@ -60,8 +60,8 @@ bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
 bench_fastpath_CFLAGS = $(bench_cflags)
 
 # `make bench`: build the library and the programs, then run the comparison (bench/run.py).
-#   QUICK=1           smoke run, about a minute (see bench/README.md for what it drops)
-#   ONLY=ebizzy|micro|shapes|realloc|idle or configuration/benchmark names, comma-separated
+#   QUICK=1           smoke run, about 2 minutes (see bench/README.md for what it drops)
+#   ONLY=ebizzy|micro|shapes|realloc|idle|kv or configuration/benchmark names, comma-separated
 #                     (e.g. ONLY=s5M-t2,realloc-step)
 #   ALLOCS=glibc,tide the allocators to run (glibc, jemalloc, tcmalloc, mimalloc, tide)
 #   RUNS=3            runs per allocator and configuration (default 5; QUICK: 1)
@@ -87,7 +87,8 @@ bench: src/libtide.la $(bench_programs)
 # run.py is the entry point; the package tidebench/ does the work (python3, standard library).
 bench_tidebench = bench/tidebench/__init__.py bench/tidebench/runner.py \
 	bench/tidebench/ebizzy.py bench/tidebench/purge.py bench/tidebench/micro.py \
-	bench/tidebench/realloc.py bench/tidebench/idle.py bench/tidebench/allocators.py \
+	bench/tidebench/realloc.py bench/tidebench/idle.py bench/tidebench/kv.py \
+	bench/tidebench/allocators.py \
 	bench/tidebench/cli.py bench/tidebench/plan.py bench/tidebench/report.py \
 	bench/tidebench/targets.py bench/tidebench/verdicts.py
 EXTRA_DIST += bench/run.py $(bench_tidebench) bench/background.py bench/ab.py bench/tide-confs \

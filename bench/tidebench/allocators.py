@@ -73,7 +73,7 @@ def purge_label(name):
 def build_variants(args, notes):
     """Returns the variants of each part of the run: {"main": the ebizzy configurations,
     "small": ebizzy's 512 KiB-chunk configurations, "purge": the purge-every-free row,
-    "micro": the microbenchmarks, "shapes": the workload shapes, "realloc", "idle"}.  The peers (glibc, jemalloc,
+    "micro": the microbenchmarks, "shapes": the workload shapes, "realloc", "idle", "kv"}.  The peers (glibc, jemalloc,
     tcmalloc, mimalloc) are in every list but "purge", which has them told to purge on
     every free; the tide configurations come from the sections of bench/tide-confs
     (those but [all] and [purge-every-free] default to [all] when absent).  --tide-confs
@@ -107,7 +107,8 @@ def build_variants(args, notes):
         peers.append(Variant(name, name, lib))
         purge.append(Variant(purge_label(name), name, lib, PURGE_EVERY_FREE[name]))
     out = {"main": list(peers), "small": list(peers), "purge": purge, "micro": list(peers),
-           "shapes": list(peers), "realloc": list(peers), "idle": list(peers)}
+           "shapes": list(peers), "realloc": list(peers), "idle": list(peers),
+           "kv": list(peers)}
     if "tide" in wanted:
         lib = os.path.join(args.builddir, "src", ".libs", "libtide.so")
         if not os.path.exists(lib):
@@ -120,8 +121,9 @@ def build_variants(args, notes):
         out["realloc"] += [tide_variant(lib, c) for c in confs.get("realloc", all_confs)]
         out["idle"] += [tide_variant(lib, c) for c in confs.get("idle", all_confs)]
         out["idle"].append(Variant("tide (single-threaded)", "tide", lib, argv=["--threads=1"]))
+        out["kv"] += [tide_variant(lib, c) for c in confs.get("kv", all_confs)]
         for label, extra in args.extra_tide:
-            for part in ("main", "small", "micro", "shapes", "realloc", "idle"):
+            for part in ("main", "small", "micro", "shapes", "realloc", "idle", "kv"):
                 out[part].append(Variant(label, "tide", extra))
     for v in out["idle"]:
         v.argv = v.argv or list(IDLE_THREADS_ARGS)

@@ -6,6 +6,7 @@ import os
 
 from .allocators import FAMILIES
 from .ebizzy import EBIZZY_CONFIGS
+from .kv import KV_BENCHES
 from .micro import MICRO_BENCHES, SHAPE_BENCHES
 from .realloc import REALLOC_MODES
 from .runner import RETRIES, RETRY_PAUSE_S
@@ -20,10 +21,11 @@ def parse_args(description):
                    help="smoke run: 1 run each; ebizzy only s5M-t2, realloc and "
                         "purge-every-free; microbenchmarks at 25%% of their work; realloc "
                         "growth to 256 MiB (pair: 64 MiB); idle with a 256 MiB burst and "
-                        "1.5 s idle; tide configurations 'default', 'purge:none' and "
-                        "'purge:free' only of the [all] list (unless --tide-confs)")
+                        "1.5 s idle; kv at 256 MiB with 1.5 s idle; tide configurations "
+                        "'default', 'purge:none' and 'purge:free' only of the [all] list "
+                        "(unless --tide-confs)")
     p.add_argument("--only", default="",
-                   help="comma list of: ebizzy, micro, shapes, realloc, idle, or "
+                   help="comma list of: ebizzy, micro, shapes, realloc, idle, kv, or "
                         "configuration/benchmark names")
     p.add_argument("--allocs", default="", help="comma list of: " + ", ".join(FAMILIES))
     p.add_argument("--runs", type=int, help="runs per allocator and configuration (default 5)")
@@ -53,9 +55,9 @@ def parse_args(description):
     if args.runs < 1 or args.seconds < 1:
         p.error("--runs and --seconds must be at least 1")
     args.only = [x for x in args.only.replace(" ", ",").split(",") if x]
-    known = (["ebizzy", "micro", "shapes", "fastpath", "realloc", "idle"]
+    known = (["ebizzy", "micro", "shapes", "fastpath", "realloc", "idle", "kv"]
              + [c.name for c in EBIZZY_CONFIGS] + [b.name for b in MICRO_BENCHES + SHAPE_BENCHES]
-             + ["realloc-" + m.name for m in REALLOC_MODES])
+             + ["realloc-" + m.name for m in REALLOC_MODES] + [b.name for b in KV_BENCHES])
     for x in args.only:
         if x not in known:
             p.error(f"unknown --only item '{x}' (known: {', '.join(known)})")
