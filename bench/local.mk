@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # bench/: the ebizzy clone, the allocator microbenchmarks and `make bench`.
 # The programs never link libtide: run.py picks the allocator of each run with LD_PRELOAD,
-# so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.
+# so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc, tide and any other
+# allocator library given by path (EXTRA_PEER).
 
 bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath \
 	bench/realloc bench/idle bench/purge_floor bench/churn bench/larson bench/powers bench/kv
@@ -70,6 +71,8 @@ bench_fastpath_CFLAGS = $(bench_cflags)
 #   TIDE_CONFS="default purge:free"  TIDE_CONF values to run, replacing bench/tide-confs
 #   EXTRA_TIDE="before=/path/to/libtide.so"  other builds of libtide measured beside this
 #                     one in every table (LABEL=PATH, space-separated): before/after in one run
+#   EXTRA_PEER="mimalloc3=/path/to/libmimalloc.so"  other allocator libraries measured
+#                     beside the peers in every table (LABEL=PATH, space-separated)
 # "bench" is also a directory: without .PHONY, make would call it up to date.
 .PHONY: bench
 PYTHON3 = python3
@@ -82,7 +85,8 @@ bench: src/libtide.la $(bench_programs)
 	  $(if $(RUNS),--runs="$(RUNS)") $(if $(DURATION),--seconds="$(DURATION)") \
 	  $(if $(MAX_LOAD),--max-load="$(MAX_LOAD)") \
 	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)") \
-	  $(foreach x,$(EXTRA_TIDE),--extra-tide="$(x)")
+	  $(foreach x,$(EXTRA_TIDE),--extra-tide="$(x)") \
+	  $(foreach x,$(EXTRA_PEER),--extra-peer="$(x)")
 
 # run.py is the entry point; the package tidebench/ does the work (python3, standard library).
 bench_tidebench = bench/tidebench/__init__.py bench/tidebench/runner.py \

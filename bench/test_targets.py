@@ -4,8 +4,9 @@
 
 Checks that bench/tidebench/targets.py is well formed, that verdicts.evaluate() gives
 the verdicts (and texts) below for fixed rows: PASS, FAIL, n/a for a missing row or a
-bound that cannot decide, "(noisy)" from a row with a busy machine, and that a target
-with a mistake is refused.  The expected list was produced by run.py's target code before
+bound that cannot decide, "(noisy)" from a row with a busy machine, an extra peer
+(mimalloc3) left out of "best of the peers", and that a target with a mistake is
+refused.  The expected list was produced by run.py's target code before
 the bounds became data, on the same rows.  Exits 0 on success, 1 (with a diff) if not.
 """
 
@@ -39,6 +40,7 @@ ROWS = {
         eb("s5M-t2", "glibc", 400000.0), eb("s5M-t2", "jemalloc", 500000.0),
         eb("s5M-t2", "mimalloc", 520000.0, load=0.12),
         eb("s5M-t2", "tide", 515000.0), eb("s5M-t2", "tide[purge:none]", 525000.0),
+        eb("s5M-t2", "mimalloc3", 600000.0),  # an extra peer: not one of "the peers"
         eb(PEF, "glibc", 300000.0), eb(PEF, "jemalloc (purge)", 100000.0),
         eb(PEF, "tide[purge:dontneed,decay_ms:0]", 140000.0),
         eb(PEF, "tide[purge:dontneed,decay_ms:0,thp:on]", 160000.0),

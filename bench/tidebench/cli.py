@@ -39,14 +39,29 @@ def parse_args(description):
                    help="also measure another build of libtide (its default configuration) "
                         "under LABEL, beside the others in every table: a before/after "
                         "comparison in one run (repeatable)")
+    p.add_argument("--extra-peer", action="append", default=[], metavar="LABEL=LIB.SO",
+                   help="also measure another allocator library (preloaded) under LABEL, "
+                        "beside the peers in every table, e.g. a peer that is not packaged "
+                        "(repeatable)")
     args = p.parse_args()
-    extra = []
-    for x in args.extra_tide:
-        label, sep, lib = x.partition("=")
-        if not sep or not label or not os.path.exists(lib):
-            p.error(f"--extra-tide '{x}': want LABEL=PATH to an existing libtide.so")
-        extra.append((label, os.path.abspath(lib)))
-    args.extra_tide = extra
+    labels = set(FAMILIES)
+    for option in ("extra_tide", "extra_peer"):
+        extra = []
+        for x in getattr(args, option):
+            name = "--" + option.replace("_", "-")
+            label, sep, lib = x.partition("=")
+            what = "libtide.so" if option == "extra_tide" else "shared library"
+            if not sep or not label or not lib:
+                p.error(f"{name} '{x}': want LABEL=PATH to an existing {what}")
+            if not os.path.isfile(lib):
+                p.error(f"{name} '{x}': {lib} does not exist")
+            if label in labels or option == "extra_peer" and label.startswith("tide"):
+                p.error(f"{name} '{x}': the label {label} is taken"
+                        + (" (tide's rows start with 'tide')" if label.startswith("tide")
+                           else ""))
+            labels.add(label)
+            extra.append((label, os.path.abspath(lib)))
+        setattr(args, option, extra)
     args.srcdir = args.srcdir or args.builddir
     args.results = args.results or os.path.join(args.builddir, "bench", "results")
     args.runs = args.runs or (1 if args.quick else 5)

@@ -59,10 +59,11 @@ def ebizzy_ratio(t, rows, v):
 
 
 def ebizzy_vs_best_peer(t, rows, v):
-    """records/s of a tide row against the fastest peer in the same configuration."""
+    """records/s of a tide row against the fastest peer in the same configuration (an
+    extra peer given by path is not one of them)."""
     s5 = ebizzy_rows(rows, t["config"])
     a, limit = find(s5, allocator=t["tide"]), t["at_least"]
-    peers = [r for r in s5 if not r["allocator"].startswith("tide")]
+    peers = [r for r in s5 if r["allocator"] in FAMILIES and r["allocator"] != "tide"]
     best = max(peers, key=lambda r: r["records_per_s"]) if peers else None
     x = a and best and a["records_per_s"] / best["records_per_s"]
     names = "/".join(f for f in FAMILIES if f != "tide")
