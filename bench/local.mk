@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
 # bench/: the ebizzy clone, the allocator microbenchmarks and `make bench`.
 # The programs never link libtide: run.py picks the allocator of each run with LD_PRELOAD,
-# so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc and tide.
+# so the same binaries measure glibc, jemalloc, tcmalloc, mimalloc, tide and any other
+# allocator library given by path (EXTRA_PEER).
 
 bench_programs = bench/ebizzy bench/pairs bench/prodcons bench/mixed bench/fastpath \
-	bench/realloc bench/idle bench/purge_floor bench/churn bench/larson bench/powers
+	bench/realloc bench/idle bench/purge_floor bench/churn bench/larson bench/powers bench/kv
 noinst_PROGRAMS += $(bench_programs)
 
 # -O2 even if the user's CFLAGS lack it (theirs still come last and win).
@@ -52,12 +53,16 @@ bench_powers_SOURCES = bench/powers.c bench/shape.h bench/bench.h $(bench_probe)
 bench_powers_CFLAGS = $(bench_cflags)
 bench_powers_LDADD = $(bench_ldadd)
 
+bench_kv_SOURCES = bench/kv.c bench/bench.h $(bench_probe)
+bench_kv_CFLAGS = $(bench_cflags)
+bench_kv_LDADD = $(bench_ldadd)
+
 bench_fastpath_SOURCES = bench/fastpath.c bench/bench.h
 bench_fastpath_CFLAGS = $(bench_cflags)
 
 # `make bench`: build the library and the programs, then run the comparison (bench/run.py).
-#   QUICK=1           smoke run, about a minute (see bench/README.md for what it drops)
-#   ONLY=ebizzy|micro|shapes|realloc|idle or configuration/benchmark names, comma-separated
+#   QUICK=1           smoke run, about 2 minutes (see bench/README.md for what it drops)
+#   ONLY=ebizzy|micro|shapes|realloc|idle|kv or configuration/benchmark names, comma-separated
 #                     (e.g. ONLY=s5M-t2,realloc-step)
 #   ALLOCS=glibc,tide the allocators to run (glibc, jemalloc, tcmalloc, mimalloc, tide)
 #   RUNS=3            runs per allocator and configuration (default 5; QUICK: 1)
@@ -66,6 +71,8 @@ bench_fastpath_CFLAGS = $(bench_cflags)
 #   TIDE_CONFS="default purge:free"  TIDE_CONF values to run, replacing bench/tide-confs
 #   EXTRA_TIDE="before=/path/to/libtide.so"  other builds of libtide measured beside this
 #                     one in every table (LABEL=PATH, space-separated): before/after in one run
+#   EXTRA_PEER="mimalloc3=/path/to/libmimalloc.so"  other allocator libraries measured
+#                     beside the peers in every table (LABEL=PATH, space-separated)
 # "bench" is also a directory: without .PHONY, make would call it up to date.
 .PHONY: bench
 PYTHON3 = python3
@@ -78,12 +85,14 @@ bench: src/libtide.la $(bench_programs)
 	  $(if $(RUNS),--runs="$(RUNS)") $(if $(DURATION),--seconds="$(DURATION)") \
 	  $(if $(MAX_LOAD),--max-load="$(MAX_LOAD)") \
 	  $(if $(TIDE_CONFS),--tide-confs="$(TIDE_CONFS)") \
-	  $(foreach x,$(EXTRA_TIDE),--extra-tide="$(x)")
+	  $(foreach x,$(EXTRA_TIDE),--extra-tide="$(x)") \
+	  $(foreach x,$(EXTRA_PEER),--extra-peer="$(x)")
 
 # run.py is the entry point; the package tidebench/ does the work (python3, standard library).
 bench_tidebench = bench/tidebench/__init__.py bench/tidebench/runner.py \
 	bench/tidebench/ebizzy.py bench/tidebench/purge.py bench/tidebench/micro.py \
-	bench/tidebench/realloc.py bench/tidebench/idle.py bench/tidebench/allocators.py \
+	bench/tidebench/realloc.py bench/tidebench/idle.py bench/tidebench/kv.py \
+	bench/tidebench/allocators.py \
 	bench/tidebench/cli.py bench/tidebench/plan.py bench/tidebench/report.py \
 	bench/tidebench/targets.py bench/tidebench/verdicts.py
 EXTRA_DIST += bench/run.py $(bench_tidebench) bench/background.py bench/ab.py bench/tide-confs \

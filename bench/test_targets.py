@@ -4,8 +4,9 @@
 
 Checks that bench/tidebench/targets.py is well formed, that verdicts.evaluate() gives
 the verdicts (and texts) below for fixed rows: PASS, FAIL, n/a for a missing row or a
-bound that cannot decide, "(noisy)" from a row with a busy machine, and that a target
-with a mistake is refused.  The expected list was produced by run.py's target code before
+bound that cannot decide, "(noisy)" from a row with a busy machine, "(issue N)" before a
+target an issue set, an extra peer (mimalloc3) left out of "best of the peers", and that
+a target with a mistake is refused.  The expected list was produced by run.py's target code before
 the bounds became data, on the same rows.  Exits 0 on success, 1 (with a diff) if not.
 """
 
@@ -33,12 +34,31 @@ def re_(mode, allocator, total, inside, complete=True, vmas=(12, 30, 12), load=0
             "vmas_after_free": vmas[2], "other_load": load}
 
 
+def kv(allocator, rss_by_phase, fill_huge=None, fork=None, touch=None, load=0.0):
+    """bench/kv's rows of one allocator: RSS MiB per phase (fill, free, overwrite, idle,
+    after); at the fill, AnonHugePages MiB, fork ms and touch p50/p99/p99.9/max us."""
+    rows = []
+    for phase, rss, live in zip(("fill", "free", "overwrite", "idle", "after"), rss_by_phase,
+                                (1000, 400, 460, 460, 460)):
+        r = {"phase": phase, "allocator": allocator, "rss_kib": rss * 1024,
+             "live_bytes": live * 2**20, "anon_huge_kib": 0, "other_load": load}
+        if phase == "fill":
+            r["anon_huge_kib"] = None if fill_huge is None else fill_huge * 1024
+            r["fork_ms"] = fork
+            if touch:
+                for key, x in zip(("p50", "p99", "p999", "max"), touch):
+                    r[f"touch_{key}_us"] = x
+        rows.append(r)
+    return rows
+
+
 PEF = "purge-every-free"
 ROWS = {
     "ebizzy": [
         eb("s5M-t2", "glibc", 400000.0), eb("s5M-t2", "jemalloc", 500000.0),
         eb("s5M-t2", "mimalloc", 520000.0, load=0.12),
         eb("s5M-t2", "tide", 515000.0), eb("s5M-t2", "tide[purge:none]", 525000.0),
+        eb("s5M-t2", "mimalloc3", 600000.0),  # an extra peer: not one of "the peers"
         eb(PEF, "glibc", 300000.0), eb(PEF, "jemalloc (purge)", 100000.0),
         eb(PEF, "tide[purge:dontneed,decay_ms:0]", 140000.0),
         eb(PEF, "tide[purge:dontneed,decay_ms:0,thp:on]", 160000.0),
@@ -77,6 +97,14 @@ ROWS = {
         re_("step", "mimalloc", 0.9, 1.95, complete=False),
         re_("step", "tide", 0.5, 0.02),
     ],
+    "kv": (kv("tide", (1030, 1030, 1060, 990, 985), fill_huge=950, fork=1.2,
+              touch=(0.08, 1.5, 45.0, 2100.0))
+           + kv("tide[thp:off]", (1025, 1025, 1050, 940, 930), fill_huge=0, fork=15.0,
+                touch=(0.07, 1.1, 3.2, 250.0))
+           + kv("jemalloc", (1040, 1040, 1080, 1000, 990), fork=20.0)
+           + kv("mimalloc3", (1000, 1000, 1040, 1000, 1000), fork=0.9, load=0.15)),
+    "tlb": [{"allocator": "tide", "ns_per_read": 85.0, "other_load": 0.0},
+            {"allocator": "tide[thp:off]", "ns_per_read": 100.0, "other_load": 0.0}],
 }
 
 EXPECTED = [
@@ -149,6 +177,20 @@ EXPECTED = [
      "≤0.01x", "PASS"),
     ("realloc step: tide's VMAs after the final free == at start",
      "12 after free, 12 at start (30 at peak)", "PASS"),
+    ("(issue 37) kv fill: tide fork ≤ 1.0 × mimalloc3's",
+     "1.33x (1.20 / 0.90 ms); other load up to 15%", "FAIL (noisy)"),
+    ("(issue 37) kv fill: tide fork ≤ 0.2 × tide[thp:off]'s",
+     "0.08x (1.20 / 15.00 ms)", "PASS"),
+    ("(issue 37) kv fill: tide AnonHugePages ≥ 90% of the live bytes",
+     "95.0% (950 / 1000 MiB)", "PASS"),
+    ("(issue 37) kv: tide RSS ≤ 1.02 × tide[thp:off]'s in every phase",
+     "1.059x at worst (after: 985 / 930 MiB)", "FAIL"),
+    ("(issue 37) kv: tide RSS ≤ 1.0 × jemalloc's in every phase",
+     "0.995x at worst (after: 985 / 990 MiB)", "PASS"),
+    ("(issue 37) kv-tlb: tide reads/s ≥ 1.05 × tide[thp:off]'s",
+     "1.176x (85.0 / 100.0 ns per read)", "PASS"),
+    ("(issue 37) kv fill: tide touch latency against tide[thp:off]'s (no target)",
+     "p50 0.080 / 0.070 µs, p99 1.50 / 1.10 µs, p99.9 45.0 / 3.20 µs, max 2100 / 250 µs", "–"),
     ("fastpath: instructions per malloc(64)+free pair (no target)",
      "glibc 52.0; tide 21.5", "–"),
 ]
@@ -170,6 +212,9 @@ BAD_TARGETS = [
     {"check": "micro_time", "bench": "pairs-batch", "at_most": "1.1"},   # not a number
     {"check": "realloc_ratio", "mode": "double", "time": "total", "ref": "glibc",
      "at_most": 1.0},                                                   # unknown time
+    {"check": "kv_rss", "ref": "jemalloc", "phase": "load", "at_most": 1.0},  # unknown phase
+    {"check": "kv_fork", "phase": "fill", "ref": "mimalloc3", "at_most": 1.0,
+     "issue": "37"},                                                    # not an issue number
 ]
 
 
@@ -203,6 +248,12 @@ def main():
                "ref": "jemalloc", "at_most": 0.25}]
     failures += compare("a bound of its own", verdicts.evaluate(ROWS, strict),
                         [("realloc double: tide total ≤ 0.25 × jemalloc", "0.30x", "FAIL")])
+
+    # One phase named: its ratio alone decides.
+    one = [{"check": "kv_rss", "ref": "tide[thp:off]", "phase": "fill", "at_most": 1.02}]
+    failures += compare("one phase", verdicts.evaluate(ROWS, one),
+                        [("kv: tide RSS ≤ 1.02 × tide[thp:off]'s in fill",
+                          "1.005x (fill: 1030 / 1025 MiB)", "PASS")])
 
     for bad in BAD_TARGETS:
         try:

@@ -10,7 +10,10 @@ Each module imports only modules listed above it:
     micro       pairs, prodcons, mixed; churn, larson, powers; fastpath under callgrind
     realloc     bench/realloc's growth modes
     idle        bench/idle: RSS after an idle period, re-touch time
-    allocators  the peers installed, libtide under bench/tide-confs: the variants
+    kv          bench/kv: a key-value store's life per phase (RSS, AnonHugePages, fork,
+                ops/s, touch latency) and its TLB-bound row
+    allocators  the peers installed, extra peers by path, libtide under
+                bench/tide-confs: the variants
     cli         the command line
     plan        which parts and variants a run's options select, run in a fixed order
     report      CSV files, the markdown tables of latest.md, ebizzy.png

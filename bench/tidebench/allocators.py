@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Which allocators a run measures: the peers found on this machine (by soname, as the
-dynamic loader finds them), libtide under each configuration of bench/tide-confs, and
-the lists of variants each part of the run uses."""
+dynamic loader finds them), extra peer libraries given by path, libtide under each
+configuration of bench/tide-confs, and the lists of variants each part of the run uses."""
 
 import os
 import platform
@@ -12,7 +12,7 @@ import sys
 
 from .idle import IDLE_THREADS_ARGS
 from .purge import PURGE_EVERY_FREE
-from .runner import Variant
+from .runner import EXTRA, Variant
 
 PEERS = [  # (name, soname)
     ("jemalloc", "libjemalloc.so.2"),
@@ -59,6 +59,24 @@ def find_library(soname):
     return None
 
 
+def peer_family(lib):
+    """The peer an extra library is a build of, from its file name (libmimalloc.so ->
+    mimalloc), or None."""
+    m = re.match(r"lib(jemalloc|tcmalloc|mimalloc)", os.path.basename(lib))
+    return m and m.group(1)
+
+
+def check_preload(label, lib):
+    """Exits with one line if the dynamic loader will not preload LIB (not a shared
+    library, the wrong architecture...): better now than a failed run in every table."""
+    true = shutil.which("true") or "/bin/true"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LD_PRELOAD")}
+    p = subprocess.run([true], env=dict(env, LD_PRELOAD=lib), capture_output=True, text=True)
+    if p.returncode != 0 or "cannot be preloaded" in p.stderr:
+        why = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
+        sys.exit(f"run.py: extra peer {label}: {lib} cannot be preloaded: {why}")
+
+
 def tide_variant(lib, conf):
     if conf == "default":
         return Variant("tide", "tide", lib)
@@ -73,11 +91,13 @@ def purge_label(name):
 def build_variants(args, notes):
     """Returns the variants of each part of the run: {"main": the ebizzy configurations,
     "small": ebizzy's 512 KiB-chunk configurations, "purge": the purge-every-free row,
-    "micro": the microbenchmarks, "shapes": the workload shapes, "realloc", "idle"}.  The peers (glibc, jemalloc,
-    tcmalloc, mimalloc) are in every list but "purge", which has them told to purge on
-    every free; the tide configurations come from the sections of bench/tide-confs
-    (those but [all] and [purge-every-free] default to [all] when absent).  --tide-confs
-    replaces the [all], [ebizzy-small-chunks], [micro] and [shapes] lists."""
+    "micro": the microbenchmarks, "shapes": the workload shapes, "realloc", "idle", "kv"}.
+    The peers (glibc, jemalloc, tcmalloc, mimalloc, then the extra peers of --extra-peer)
+    are in every list but "purge", which has them told to purge on every free (an extra
+    peer only when its file name says which peer it is a build of); the tide
+    configurations come from the sections of bench/tide-confs (those but [all] and
+    [purge-every-free] default to [all] when absent).  --tide-confs replaces the [all],
+    [ebizzy-small-chunks], [micro] and [shapes] lists."""
     wanted = set(args.allocs or FAMILIES)
     confs = read_tide_confs(os.path.join(args.srcdir, "bench", "tide-confs"))
     all_confs = args.tide_confs.split() if args.tide_confs else confs.get("all", ["default"])
@@ -106,8 +126,19 @@ def build_variants(args, notes):
             continue
         peers.append(Variant(name, name, lib))
         purge.append(Variant(purge_label(name), name, lib, PURGE_EVERY_FREE[name]))
+    for label, lib in args.extra_peer:  # whatever ALLOCS says: asked for by path
+        check_preload(label, lib)
+        peers.append(Variant(label, EXTRA, lib))
+        family = peer_family(lib)
+        notes.append(f"{label}: an extra peer, {os.path.realpath(lib)}"
+                     + (f" (told to purge on every free as {family} is)" if family else
+                        " (not in the purge-every-free row: its file name does not say "
+                        "whose build it is, so how to tell it to purge is unknown)"))
+        if family:
+            purge.append(Variant(purge_label(label), EXTRA, lib, PURGE_EVERY_FREE[family]))
     out = {"main": list(peers), "small": list(peers), "purge": purge, "micro": list(peers),
-           "shapes": list(peers), "realloc": list(peers), "idle": list(peers)}
+           "shapes": list(peers), "realloc": list(peers), "idle": list(peers),
+           "kv": list(peers)}
     if "tide" in wanted:
         lib = os.path.join(args.builddir, "src", ".libs", "libtide.so")
         if not os.path.exists(lib):
@@ -120,8 +151,9 @@ def build_variants(args, notes):
         out["realloc"] += [tide_variant(lib, c) for c in confs.get("realloc", all_confs)]
         out["idle"] += [tide_variant(lib, c) for c in confs.get("idle", all_confs)]
         out["idle"].append(Variant("tide (single-threaded)", "tide", lib, argv=["--threads=1"]))
+        out["kv"] += [tide_variant(lib, c) for c in confs.get("kv", all_confs)]
         for label, extra in args.extra_tide:
-            for part in ("main", "small", "micro", "shapes", "realloc", "idle"):
+            for part in ("main", "small", "micro", "shapes", "realloc", "idle", "kv"):
                 out[part].append(Variant(label, "tide", extra))
     for v in out["idle"]:
         v.argv = v.argv or list(IDLE_THREADS_ARGS)

@@ -10,7 +10,7 @@ import shutil
 import statistics
 import tempfile
 
-from .runner import load_text, parse_key_values, round_order
+from .runner import EXTRA, load_text, parse_key_values, round_order
 
 
 class MicroBench:
@@ -127,8 +127,9 @@ def read_callgrind_total(path):
 
 
 def add_peer_ratios(rows, group_key, value_key, variants):
-    """ratio = value / the best (lowest) value among the peers (glibc, jemalloc, ...)."""
-    peers = {v.label for v in variants if v.family != "tide"}
+    """ratio = value / the best (lowest) value among the peers (glibc, jemalloc, ...);
+    an extra peer (--extra-peer) has a ratio but is not one of them."""
+    peers = {v.label for v in variants if v.family not in ("tide", EXTRA)}
     for group in {r[group_key] for r in rows}:
         best = [r[value_key] for r in rows if r[group_key] == group and
                 r["allocator"] in peers and r.get(value_key) is not None]

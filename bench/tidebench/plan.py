@@ -8,6 +8,7 @@ import time
 
 from .ebizzy import EBIZZY_CONFIGS, run_ebizzy
 from .idle import run_idle
+from .kv import KV_BENCHES, run_kv
 from .micro import MICRO_BENCHES, SHAPE_BENCHES, run_fastpath, run_micro
 from .purge import FLOOR_SETTINGS, run_floor
 from .realloc import REALLOC_MODES, run_realloc
@@ -33,6 +34,7 @@ class Plan:
         self.do_fastpath = selected(args, "micro", "fastpath") and shutil.which("valgrind")
         self.modes = [m for m in REALLOC_MODES if selected(args, "realloc", "realloc-" + m.name)]
         self.do_idle = selected(args, "idle", "idle")
+        self.kv = [b for b in KV_BENCHES if selected(args, "kv", b.name)]
         self.do_floor = any(c.purge_row for c, _ in self.configs)
 
         busy = os.getloadavg()[0]
@@ -50,6 +52,7 @@ class Plan:
                       + (2 * len(variants["micro"]) if self.do_fastpath else 0)
                       + len(self.modes) * len(variants["realloc"]) * args.runs
                       + (len(variants["idle"]) * args.runs if self.do_idle else 0)
+                      + len(self.kv) * len(variants["kv"]) * args.runs
                       + (len(FLOOR_SETTINGS) * args.runs if self.do_floor else 0))
         print(f"bench: {len(variants['main'])} allocator settings, {args.runs} run(s) each, "
               f"ebizzy -S {args.seconds}{', QUICK' if args.quick else ''}; {self.total} runs")
@@ -86,6 +89,9 @@ class Plan:
         if self.do_idle and variants["idle"]:
             res.idle_raw, res.idle_rows = timed("idle", lambda: run_idle(
                 args, runner, variants["idle"], bindir))
+        if self.kv and variants["kv"]:
+            res.kv_raw, res.kv_rows, res.tlb_raw, res.tlb_rows = timed("kv", lambda: run_kv(
+                args, runner, self.kv, variants["kv"], bindir))
         took["total"] = time.monotonic() - started
         return res
 
@@ -100,10 +106,12 @@ class Results:
         self.shape_raw, self.shape_rows = [], []
         self.realloc_raw, self.realloc_rows = [], []
         self.idle_raw, self.idle_rows = [], []
+        self.kv_raw, self.kv_rows, self.tlb_raw, self.tlb_rows = [], [], [], []
         self.took = {}
 
     def medians(self):
         """The medians by part, as verdicts.evaluate() takes them."""
         return {"ebizzy": self.ebizzy_rows, "floor": self.floor_rows,
                 "micro": self.micro_rows + self.shape_rows,
-                "fastpath": self.fast_rows, "realloc": self.realloc_rows}
+                "fastpath": self.fast_rows, "realloc": self.realloc_rows,
+                "kv": self.kv_rows, "tlb": self.tlb_rows}

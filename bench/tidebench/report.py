@@ -14,6 +14,7 @@ import subprocess
 from .allocators import tide_conf_of
 from .ebizzy import EBIZZY_CONFIGS
 from .idle import IDLE_COLUMN_MS, IDLE_KEYS
+from .kv import KV_PHASE_KEYS, KV_PHASES, TLB_KEYS
 from .realloc import REALLOC_KEYS, REALLOC_MODES, REALLOC_REFS, REALLOC_TIME_LIMIT_S
 from .runner import NOISY
 
@@ -236,6 +237,104 @@ def idle_markdown(args, rows, ebizzy_rows):
          f"RSS−LazyFree MiB at {col_s} s of idle"], table), "", load_line(rows)])
 
 
+def mib(kib):
+    return None if kib is None else kib / 1024
+
+
+def fmt_us(x):
+    """Microseconds with 3 significant digits or so: 0.071, 1.52, 30.3, 2075."""
+    return "–" if x is None else format(x, ".3f" if x < 1 else ".2f" if x < 10 else
+                                         ".1f" if x < 100 else ".0f")
+
+
+def kv_markdown(args, rows, tlb_rows):
+    """bench/kv: per allocator and phase RSS, AnonHugePages, fork, ops/s and touch
+    latency; the TLB row."""
+    out = []
+    labels = list(dict.fromkeys(r["allocator"] for r in rows))
+    cell = {(r["allocator"], r["phase"]): r for r in rows}
+    phases = [ph for ph in KV_PHASES if any(r["phase"] == ph for r in rows)]
+    live = {ph: next((r["live_bytes"] for r in rows if r["phase"] == ph and r["live_bytes"]),
+                     None) for ph in phases}
+
+    def each(fn):
+        return [[a] + [fn(cell.get((a, ph))) for ph in phases] for a in labels]
+
+    def rss(r):
+        if not r or r["rss_kib"] is None:
+            return "–"
+        text = fmt(mib(r["rss_kib"]), ".0f")
+        if r["lazyfree_kib"] and r["lazyfree_kib"] >= 1024:
+            text += f" ({mib(r['rss_kib'] - r['lazyfree_kib']):.0f} − LazyFree)"
+        return text
+
+    def huge(r):
+        if not r or r["anon_huge_kib"] is None:
+            return "–"
+        share = f" ({r['anon_huge_kib'] / r['rss_kib']:.0%})" if r["rss_kib"] else ""
+        return fmt(mib(r["anon_huge_kib"]), ".0f") + share
+
+    def ops(r):
+        if not r or r.get("ops_per_s") is None:
+            return "–"
+        return f"{r['ops_per_s']:,.0f} ({r['minflt']:,.0f})"
+
+    def fork(r):
+        if not r or r.get("fork_ms") is None:
+            return "–"
+        return f"{r['fork_ms']:.2f} / {r['fork_wait_ms']:.2f}"
+
+    def touch(r):
+        if not r or r.get("touch_p50_us") is None:
+            return "–"
+        return " / ".join(fmt_us(r[f"touch_{p}_us"]) for p in ("p50", "p99", "p999", "max"))
+
+    if rows:
+        book = next((r["book_kib"] for r in rows if r.get("book_kib")), None)
+        head = [f"{ph} (live {live[ph] / 2**20:.0f})" if live[ph] else ph for ph in phases]
+        out += ["#### RSS MiB at the end of each phase (live MiB in the header)\n",
+                md_table(["allocator"] + head, each(rss)), ""]
+        if book:
+            out.append(f"RSS counts the program's own arrays too ({float(book) / 1024:.0f} MiB, "
+                       "never on huge pages), alike under every allocator.\n")
+        out += ["#### AnonHugePages MiB (share of the RSS)\n",
+                md_table(["allocator"] + list(phases), each(huge)), ""]
+        vma_phase = "fill" if "fill" in phases else phases[0]
+        out += ["#### fork: median ms until fork returns / until waitpid returns\n",
+                md_table(["allocator"] + list(phases) + [f"VMAs ({vma_phase})"],
+                         [row + [("tide " if cell[(row[0], vma_phase)]["family"] == "tide"
+                                  else "process ") + fmt(cell[(row[0], vma_phase)]["vmas"], ".0f")]
+                          for row in each(fork)]), ""]
+        touched = [ph for ph in ("fill", "overwrite") if ph in phases]
+        busy = [ph for ph in phases if ph != "idle"]
+        out += ["#### ops/s per phase (minor faults in it); touch µs: p50 / p99 / p99.9 / max\n",
+                md_table(["allocator"] + [f"{ph} ops/s" for ph in busy]
+                         + [f"{ph} touch µs" for ph in touched],
+                         [[a] + [ops(cell.get((a, ph))) for ph in busy]
+                          + [touch(cell.get((a, ph))) for ph in touched] for a in labels]), "",
+                "A phase after a fork takes a fault at its first write to each page (as after "
+                "a store's snapshot; during a real one, a copy): an allocator whose free writes "
+                "into the freed block takes more of them than one that writes its metadata "
+                "only.\n",
+                load_line([r for r in rows if r["phase"] == phases[0]])]
+    if tlb_rows:
+        r0 = next((r for r in tlb_rows if r.get("objects")), None)
+        what = (f"{r0['heap_bytes'] / 2**20:.0f} MiB of {r0['object_bytes']:.0f}-byte blocks, "
+                f"{r0['reads']:,.0f} dependent reads over {r0['chain']:,.0f} of them"
+                if r0 else "")
+        out += [f"#### TLB-bound reads ({what})\n",
+                md_table(["allocator", "ns per read", "vs fastest peer", "RSS MiB",
+                          "AnonHugePages MiB", "allocating s"],
+                         [[r["allocator"], fmt(r["ns_per_read"], ".1f"),
+                           fmt(r.get("ratio_best_peer"), ".2f", "x"),
+                           fmt(mib(r["rss_kib"]), ".0f"), fmt(mib(r["anon_huge_kib"]), ".0f"),
+                           fmt(r["alloc_s"], ".3f")] for r in tlb_rows]),
+                "", f"RSS counts the program's pointer array too "
+                f"({float(r0['book_kib']) / 1024:.0f} MiB).\n" if r0 and r0.get("book_kib") else "",
+                load_line(tlb_rows)]
+    return "\n".join(out)
+
+
 def targets_markdown(targets):
     return md_table(["target", "measured", "result"],
                     [[t, m, v if v != "FAIL" else "**FAIL**"] for t, m, v in targets])
@@ -374,6 +473,22 @@ def write_files(args, res):
     if ebizzy_rows and plot_ebizzy(args, ebizzy_rows, os.path.join(args.results, "ebizzy.png")):
         written.append("ebizzy.png")
 
+    if res.kv_rows:
+        write_csv(os.path.join(args.results, "kv.csv"), res.kv_rows,
+                  ["phase", "allocator", "env", "policy", "runs"] + list(KV_PHASE_KEYS)
+                  + ["book_kib", "other_load"])
+        write_csv(os.path.join(args.results, "kv.raw.csv"), res.kv_raw,
+                  ["phase", "allocator", "run"] + list(KV_PHASE_KEYS)
+                  + ["other_load", "provider"])
+        written += ["kv.csv", "kv.raw.csv"]
+    if res.tlb_rows:
+        write_csv(os.path.join(args.results, "kv-tlb.csv"), res.tlb_rows,
+                  ["allocator", "env", "policy", "runs"] + list(TLB_KEYS)
+                  + ["ratio_best_peer", "other_load"])
+        write_csv(os.path.join(args.results, "kv-tlb.raw.csv"), res.tlb_raw,
+                  ["allocator", "run"] + list(TLB_KEYS) + ["other_load", "provider"])
+        written += ["kv-tlb.csv", "kv-tlb.raw.csv"]
+
     if floor_rows:
         write_csv(os.path.join(args.results, "purge_floor.csv"), floor_rows,
                   ["advice", "thp", "runs", "records_per_s"])
@@ -455,6 +570,27 @@ def latest_markdown(args, res, targets, notes):
                   "only when called (jemalloc, mimalloc, tcmalloc) or at once (glibc's "
                   "munmap): they are context.\n")
         md.append(idle_markdown(args, idle_rows, ebizzy_rows))
+    if res.kv_rows or res.tlb_rows:
+        default_policy = [r["policy"] for r in res.kv_rows + res.tlb_rows
+                          if r["allocator"] == "tide" and r.get("policy")]
+        md.append("### A key-value store's life, and TLB-bound reads (`bench/kv`)\n")
+        md.append("`bench/kv` (" + ("256 MiB, 1.5 s idle (QUICK)" if args.quick else
+                                    "about 1 GiB live after the fill, 3 s idle")
+                  + "): a second thread that makes no allocator call, as in a store with "
+                  "background threads; fill: keys given values of 16 B – 4 KiB "
+                  "(log-uniform), allocated and written whole; free: a random 60 % deleted; "
+                  "overwrite: 30 % of the rest given a value 1.5 – 2 × larger (malloc the new, "
+                  "write it, free the old, as a store's SET does); idle: no allocator call; "
+                  "after: 10,000 SETs, at which allocators that purge only when called give "
+                  "memory back.  At the end of each phase: RSS and AnonHugePages "
+                  "(smaps_rollup), then forks whose child exits at once (the time fork takes "
+                  "in the parent, which copies the page tables, and until waitpid returns, "
+                  "which includes the child's exit).  Touch: per SET, the time to allocate "
+                  "its block and write every byte, wherever its page faults fall (p99.9 and "
+                  "max show huge-page faults and compaction).  The TLB row: each read waits "
+                  "for the one before, so a page-table walk adds to every read."
+                  + "".join(f"  tide's default: {p}." for p in default_policy[:1]) + "\n")
+        md.append(kv_markdown(args, res.kv_rows, res.tlb_rows))
     targets_md = ""
     if targets:
         targets_md = ("### Targets\n\nFrom the medians above; tide is its default "

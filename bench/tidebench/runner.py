@@ -19,6 +19,11 @@ RETRIES = 5
 RETRY_PAUSE_S = 10
 
 
+# The family of a peer library given by path (--extra-peer): measured beside the others
+# in every table, but not one of the peers that "fastest peer" ratios and targets take.
+EXTRA = "extra"
+
+
 class Variant:
     """One allocator setting: a library to preload (None: glibc) and its environment."""
 

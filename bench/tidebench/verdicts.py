@@ -3,14 +3,16 @@
 
 evaluate() returns [(target, measured, verdict)]: PASS, FAIL, or n/a when a row is
 missing (or a bound cannot decide).  A verdict drawn from rows during which other
-processes used NOISY of the CPUs or more says "(noisy)"."""
+processes used NOISY of the CPUs or more says "(noisy)".  A target with an "issue" field
+(the issue that set it, which tide may not meet yet) says so before its text."""
 
 from .allocators import FAMILIES, purge_label, tide_conf_of
 from .ebizzy import EBIZZY_CONFIGS
+from .kv import KV_PHASES
 from .micro import MICRO_BENCHES, SHAPE_BENCHES
 from .purge import PURGE_EVERY_FREE
 from .realloc import REALLOC_MODES, bounded_ratio
-from .report import fmt_ratio
+from .report import fmt_ratio, fmt_us
 from .runner import NOISY
 from .targets import TARGETS
 
@@ -59,10 +61,11 @@ def ebizzy_ratio(t, rows, v):
 
 
 def ebizzy_vs_best_peer(t, rows, v):
-    """records/s of a tide row against the fastest peer in the same configuration."""
+    """records/s of a tide row against the fastest peer in the same configuration (an
+    extra peer given by path is not one of them)."""
     s5 = ebizzy_rows(rows, t["config"])
     a, limit = find(s5, allocator=t["tide"]), t["at_least"]
-    peers = [r for r in s5 if not r["allocator"].startswith("tide")]
+    peers = [r for r in s5 if r["allocator"] in FAMILIES and r["allocator"] != "tide"]
     best = max(peers, key=lambda r: r["records_per_s"]) if peers else None
     x = a and best and a["records_per_s"] / best["records_per_s"]
     names = "/".join(f for f in FAMILIES if f != "tide")
@@ -169,6 +172,87 @@ def realloc_vmas(t, rows, v):
             f"({r['vmas_peak']:.0f} at peak)")
 
 
+def ratio(a, b, key):
+    """a[key] / b[key], or None when a row or a figure is missing (or b's is 0)."""
+    if not a or not b or a.get(key) is None or not b.get(key):
+        return None
+    return a[key] / b[key]
+
+
+def kv_row(rows, allocator, phase):
+    return find(rows["kv"], allocator=allocator, phase=phase)
+
+
+def kv_fork(t, rows, v):
+    """bench/kv: the median fork time (until fork returns) at the end of a phase against
+    another row's."""
+    ph, limit = t["phase"], t["at_most"]
+    a, b = kv_row(rows, t["tide"], ph), kv_row(rows, t["ref"], ph)
+    x = ratio(a, b, "fork_ms")
+    v.check(f"kv {ph}: {t['tide']} fork ≤ {limit} × {t['ref']}'s", x, x is not None and x <= limit,
+            x is not None and f"{x:.2f}x ({a['fork_ms']:.2f} / {b['fork_ms']:.2f} ms)", (a, b))
+
+
+def kv_huge_share(t, rows, v):
+    """bench/kv: AnonHugePages at the end of a phase as a share of the live bytes (memory:
+    never noisy)."""
+    ph, limit = t["phase"], t["at_least"]
+    r = kv_row(rows, t["tide"], ph)
+    x = None
+    if r and r.get("anon_huge_kib") is not None and r.get("live_bytes"):
+        x = r["anon_huge_kib"] * 1024 / r["live_bytes"]
+    v.check(f"kv {ph}: {t['tide']} AnonHugePages ≥ {limit:.0%} of the live bytes", x,
+            x is not None and x >= limit,
+            x is not None and f"{x:.1%} ({r['anon_huge_kib'] / 1024:.0f} / "
+            f"{r['live_bytes'] / 2**20:.0f} MiB)")
+
+
+def kv_rss(t, rows, v):
+    """bench/kv: RSS against another row's at the end of every phase (or the one named):
+    the worst ratio decides (memory: never noisy)."""
+    phases = [t["phase"]] if "phase" in t else list(KV_PHASES)
+    limit, where = t["at_most"], f"in {t['phase']}" if "phase" in t else "in every phase"
+    target = f"kv: {t['tide']} RSS ≤ {limit} × {t['ref']}'s {where}"
+    worst = None
+    for ph in phases:
+        a, b = kv_row(rows, t["tide"], ph), kv_row(rows, t["ref"], ph)
+        x = ratio(a, b, "rss_kib")
+        if x is None:
+            v.check(target, None, False, "")
+            return
+        if worst is None or x > worst[0]:
+            worst = (x, ph, a["rss_kib"], b["rss_kib"])
+    x, ph, a, b = worst
+    v.check(target, x, x <= limit, f"{x:.3f}x" + (" at worst" if len(phases) > 1 else "")
+            + f" ({ph}: {a / 1024:.0f} / {b / 1024:.0f} MiB)")
+
+
+def kv_tlb(t, rows, v):
+    """bench/kv --mode=tlb: reads per second against another row's (the inverse ratio of
+    the ns per read)."""
+    limit = t["at_least"]
+    a, b = find(rows["tlb"], allocator=t["tide"]), find(rows["tlb"], allocator=t["ref"])
+    x = ratio(b, a, "ns_per_read")
+    v.check(f"kv-tlb: {t['tide']} reads/s ≥ {limit} × {t['ref']}'s", x,
+            x is not None and x >= limit, x is not None and
+            f"{x:.3f}x ({a['ns_per_read']:.1f} / {b['ns_per_read']:.1f} ns per read)", (a, b))
+
+
+def kv_touch_report(t, rows, v):
+    """bench/kv: a phase's touch latency percentiles beside another row's: reported, no
+    bound."""
+    ph = t["phase"]
+    a, b = kv_row(rows, t["tide"], ph), kv_row(rows, t["ref"], ph)
+    target = f"kv {ph}: {t['tide']} touch latency against {t['ref']}'s (no target)"
+    keys = (("p50", "touch_p50_us"), ("p99", "touch_p99_us"), ("p99.9", "touch_p999_us"),
+            ("max", "touch_max_us"))
+    if any(ratio(a, b, k) is None for _, k in keys):
+        v.check(target, None, False, "")
+        return
+    v.out.append((target, ", ".join(f"{name} {fmt_us(a[k])} / {fmt_us(b[k])} µs"
+                                     for name, k in keys), "–"))
+
+
 def fastpath_report(t, rows, v):
     """Instructions per malloc+free pair under callgrind: reported, no bound."""
     fp = [r for r in rows["fastpath"] if r.get("ir_per_pair") is not None]
@@ -188,9 +272,14 @@ CHECKS = {
     "micro_peak_rss": (micro_peak_rss, {"bench", "ref", "at_most"}, {"tide"}),
     "realloc_ratio": (realloc_ratio, {"mode", "time", "ref", "at_most"}, {"tide"}),
     "realloc_vmas": (realloc_vmas, {"mode"}, {"tide"}),
+    "kv_fork": (kv_fork, {"phase", "ref", "at_most"}, {"tide"}),
+    "kv_huge_share": (kv_huge_share, {"phase", "at_least"}, {"tide"}),
+    "kv_rss": (kv_rss, {"ref", "at_most"}, {"tide", "phase"}),
+    "kv_tlb": (kv_tlb, {"ref", "at_least"}, {"tide"}),
+    "kv_touch_report": (kv_touch_report, {"phase", "ref"}, {"tide"}),
     "fastpath_report": (fastpath_report, set(), set()),
 }
-PARTS = ("ebizzy", "floor", "micro", "fastpath", "realloc")
+PARTS = ("ebizzy", "floor", "micro", "fastpath", "realloc", "kv", "tlb")
 
 
 def validate(targets):
@@ -198,13 +287,14 @@ def validate(targets):
     known = {"config": {c.name for c in EBIZZY_CONFIGS},
              "bench": {b.name for b in MICRO_BENCHES + SHAPE_BENCHES},
              "mode": {m.name for m in REALLOC_MODES}, "time": {"total_s", "realloc_s"},
-             "peer": set(PURGE_EVERY_FREE), "purge": {"none", "dontneed", "free"}}
+             "peer": set(PURGE_EVERY_FREE), "purge": {"none", "dontneed", "free"},
+             "phase": set(KV_PHASES)}
     for i, t in enumerate(targets):
         where = f"targets.py, target {i + 1} ({t.get('check')})"
         if t.get("check") not in CHECKS:
             raise ValueError(f"{where}: unknown check (known: {', '.join(CHECKS)})")
         _, required, optional = CHECKS[t["check"]]
-        fields = set(t) - {"check"}
+        fields = set(t) - {"check", "issue"}  # any target may name its issue
         if required - fields or fields - required - optional:
             raise ValueError(f"{where}: fields {sorted(fields)}; it takes {sorted(required)}"
                              + (f" and may take {sorted(optional)}" if optional else ""))
@@ -213,6 +303,8 @@ def validate(targets):
                 raise ValueError(f"{where}: {k} {value!r} is not one of {sorted(known[k])}")
             if k in ("at_least", "at_most") and not isinstance(value, (int, float)):
                 raise ValueError(f"{where}: {k} {value!r} is not a number")
+            if k == "issue" and not isinstance(value, int):
+                raise ValueError(f"{where}: issue {value!r} is not an issue number")
         if t["check"] == "purge_every_free_policies" and t["ref"] not in known["purge"]:
             raise ValueError(f"{where}: ref {t['ref']!r} is not a purge policy")
 
@@ -224,7 +316,11 @@ def evaluate(rows, targets=TARGETS):
     rows = {p: rows.get(p) or [] for p in PARTS}
     v = Verdicts()
     for t in targets:
+        first = len(v.out)
         CHECKS[t["check"]][0](dict({"tide": "tide"}, **t), rows, v)
+        if "issue" in t:
+            v.out[first:] = [(f"(issue {t['issue']}) {target}", measured, verdict)
+                             for target, measured, verdict in v.out[first:]]
     return v.out
 
 

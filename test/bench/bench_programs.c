@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench_programs.c - bench/realloc, bench/idle, bench/prodcons, bench/purge_floor and the
- * workload shapes (churn, larson, powers) really run, briefly, under glibc and tide: they
- * exit 0, print every "key value" line run.py reads, find tide's counters and ranges
+ * bench_programs.c - bench/realloc, bench/idle, bench/prodcons, bench/purge_floor, bench/kv
+ * and the workload shapes (churn, larson, powers) really run, briefly, under glibc and
+ * tide: they exit 0, print every "key value" line run.py reads, find tide's counters and ranges
  * through their weak references, the idle benchmark sees tide give a freed burst back to
  * the kernel within its idle period, and prodcons delivers every block in order in each
  * placement (a lost wake-up would hang it).
@@ -394,4 +394,161 @@ Test(bench_shapes, bad_arguments, .timeout = 10)
             cr_expect(r.err[0] != '\0', "%s %s: no message", paths[p], bad[i][0]);
             run_result_free(&r);
         }
+}
+
+/* ---- bench/kv ---- */
+
+/* 4 MiB of keys, a 20 ms idle, 200 SETs after it, one fork per phase. */
+#define KV_TINY "--bytes=4m", "--idle-ms=20", "--after-ops=200", "--forks=1"
+
+static const char *const kv_phases[] = { "fill", "free", "overwrite", "idle", "after" };
+
+/* The number on PHASE_KEY's line. */
+static double kv_number(const char *out, const char *phase, const char *key)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", phase, key);
+    return number(out, name);
+}
+
+/* Every line run.py reads, and the counts the phases must have. */
+static void expect_kv_life(const char *out, const char *shape, bool forks, bool tide)
+{
+    cr_assert(value_of(out, "mode") && value_of(out, "shape") && value_of(out, "allocator") &&
+              value_of(out, "vmas_scope"), "%s", out);
+    cr_expect(!strncmp(value_of(out, "mode"), "life\n", 5), "%s", out);
+    cr_expect(!strncmp(value_of(out, "shape"), shape, strlen(shape)), "%s", out);
+    cr_expect_eq(number(out, "bad"), 0, "%s", out);
+    const double keys = number(out, "keys");
+    cr_assert_gt(keys, 1000, "%s", out);
+    static const char *const always[] = { "ops", "s", "live_bytes", "blocks", "rss_kib",
+                                          "anon_huge_kib", "lazyfree_kib", "vmas", "minflt" };
+    for (size_t p = 0; p < 5; p++) {
+        for (size_t k = 0; k < sizeof always / sizeof always[0]; k++)
+            kv_number(out, kv_phases[p], always[k]);
+        cr_expect_geq(kv_number(out, kv_phases[p], "rss_kib") * 1024,
+                      kv_number(out, kv_phases[p], "live_bytes"), "%s", out);
+        char name[64];
+        snprintf(name, sizeof name, "%s_fork_ms", kv_phases[p]);
+        if (!forks) {
+            cr_expect_null(value_of(out, name), "forks without --forks:\n%s", out);
+            continue;
+        }
+        const double fork = kv_number(out, kv_phases[p], "fork_ms");
+        cr_expect(fork > 0 && kv_number(out, kv_phases[p], "fork_wait_ms") >= fork, "%s", out);
+    }
+    /* 60% of the keys deleted, 30% of the rest overwritten, 200 SETs after the idle. */
+    const unsigned long n = (unsigned long)keys, nfree = n * 60 / 100;
+    cr_expect_eq(kv_number(out, "fill", "ops"), n, "%s", out);
+    cr_expect_eq(kv_number(out, "free", "ops"), nfree, "%s", out);
+    cr_expect_eq(kv_number(out, "overwrite", "ops"), (n - nfree) * 30 / 100, "%s", out);
+    cr_expect_eq(kv_number(out, "idle", "ops"), 0, "%s", out);
+    cr_expect_eq(kv_number(out, "after", "ops"), 200, "%s", out);
+    cr_expect_geq(kv_number(out, "fill", "live_bytes"), 4 * MiB, "%s", out);
+    cr_expect_lt(kv_number(out, "free", "live_bytes"), kv_number(out, "fill", "live_bytes"),
+                 "%s", out);
+    cr_expect_gt(kv_number(out, "overwrite", "live_bytes"), kv_number(out, "free", "live_bytes"),
+                 "larger values did not grow the live bytes:\n%s", out);
+    /* The touch percentiles of the fill and the overwrite, in order. */
+    static const char *const touched[] = { "fill", "overwrite" };
+    for (size_t p = 0; p < 2; p++) {
+        double p50 = kv_number(out, touched[p], "touch_p50_us"),
+               p99 = kv_number(out, touched[p], "touch_p99_us"),
+               p999 = kv_number(out, touched[p], "touch_p999_us"),
+               max = kv_number(out, touched[p], "touch_max_us");
+        cr_expect(0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max, "%s", out);
+    }
+    cr_expect_null(value_of(out, "free_touch_p50_us"), "%s", out);
+    cr_expect(!strncmp(value_of(out, "vmas_scope"), tide ? "tide" : "process", 4), "%s", out);
+    if (tide)
+        cr_expect_eq(kv_number(out, "fill", "vmas"), 1, "tide's heap is not one VMA:\n%s", out);
+    cr_expect(strstr(value_of(out, "allocator"), tide ? "libtide" : "libc.so") != NULL, "%s", out);
+}
+
+Test(bench_kv, under_glibc, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, KV_PATH, NULL, NULL, ((const char *const[]){ KV_TINY, NULL }));
+    expect_kv_life(r.out, "flat", true, false);
+    /* flat: one block per key */
+    cr_expect_eq(number(r.out, "fill_blocks"), number(r.out, "keys"), "%s", r.out);
+    cr_expect_null(value_of(r.out, "tide_thp"), "%s", r.out);
+    run_result_free(&r);
+}
+
+Test(bench_kv, under_tide, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, KV_PATH, TIDE_LIB, "TIDE_CONF=thp:on", ((const char *const[]){ KV_TINY, NULL }));
+    expect_kv_life(r.out, "flat", true, true);
+    const char *thp = value_of(r.out, "tide_thp");
+    cr_expect(thp && !strncmp(thp, "on\n", 3), "the setting in force is not reported:\n%s", r.out);
+    run_result_free(&r);
+}
+
+/* Redis's objects: an entry, a key and one or two value blocks per key, and the table. */
+Test(bench_kv, redis_shape, .timeout = 60)
+{
+    const char *preloads[] = { NULL, TIDE_LIB };
+    for (size_t i = 0; i < 2; i++) {
+        struct run_result r;
+        run_bench(&r, KV_PATH, preloads[i], NULL,
+                  ((const char *const[]){ KV_TINY, "--shape=redis", NULL }));
+        expect_kv_life(r.out, "redis", true, i == 1);
+        const double keys = number(r.out, "keys"), blocks = number(r.out, "fill_blocks");
+        cr_expect(blocks >= 3 * keys + 1 && blocks <= 4 * keys + 1, "%s", r.out);
+        run_result_free(&r);
+    }
+}
+
+Test(bench_kv, without_forks, .timeout = 60)
+{
+    struct run_result r;
+    run_bench(&r, KV_PATH, TIDE_LIB, NULL,
+              ((const char *const[]){ "--bytes=4m", "--idle-ms=1", "--after-ops=200",
+                                      "--forks=0", "--threads=1", NULL }));
+    expect_kv_life(r.out, "flat", false, true);
+    cr_expect_eq(number(r.out, "threads"), 1, "%s", r.out);
+    run_result_free(&r);
+}
+
+/* --mode=tlb: 65536 blocks of 64 bytes, a chain through 1000 of them, one lap of reads. */
+Test(bench_kv, tlb_mode, .timeout = 60)
+{
+    const char *preloads[] = { NULL, TIDE_LIB };
+    for (size_t i = 0; i < 2; i++) {
+        struct run_result r;
+        run_bench(&r, KV_PATH, preloads[i], NULL,
+                  ((const char *const[]){ "--mode=tlb", "--bytes=4m", "--chain=1000", NULL }));
+        const char *out = r.out;
+        cr_assert(value_of(out, "mode") != NULL, "%s", out);
+        cr_expect(!strncmp(value_of(out, "mode"), "tlb\n", 4), "%s", out);
+        cr_expect_eq(number(out, "bad"), 0, "%s", out);
+        cr_expect_eq(number(out, "objects"), 65536, "%s", out);
+        cr_expect_eq(number(out, "heap_bytes"), 4 * MiB, "%s", out);
+        cr_expect_eq(number(out, "chain"), 1000, "%s", out);
+        cr_expect_eq(number(out, "reads"), 1000, "%s", out);
+        cr_expect_gt(number(out, "ns_per_read"), 0, "%s", out);
+        cr_expect_geq(number(out, "rss_kib") * 1024, 4 * MiB, "%s", out);
+        static const char *const keys[] = { "read_s", "alloc_s", "alloc_minflt", "read_minflt",
+                                            "anon_huge_kib", "vmas", "object_bytes" };
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            number(out, keys[k]);
+        run_result_free(&r);
+    }
+}
+
+Test(bench_kv, bad_arguments, .timeout = 10)
+{
+    static const char *const bad[] = { "--mode=fast", "--shape=tree", "--min=3000",
+                                       "--max=8",     "--free-pct=101", "--forks=65",
+                                       "--object=12", "--threads=3",  "--bytes=1q", "extra" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = { KV_PATH, bad[i], NULL };
+        struct run_result r;
+        run_program(&r, argv, NULL, NULL, NULL);
+        cr_expect_eq(r.status, 1, "%s: exit %d", bad[i], r.status);
+        cr_expect(strstr(r.err, "kv") != NULL, "%s: %s", bad[i], r.err);
+        run_result_free(&r);
+    }
 }
