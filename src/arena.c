@@ -152,7 +152,7 @@ static extent_t *slab_of(uintptr_t p, unsigned cls, const char *caller)
     if (r) {
         pm_entry_t entry = pm_read(r, p);
         extent_t *e = pm_desc(entry);
-        if (pm_slab_class(entry) == cls && e->state == EXTENT_SLAB)
+        if (pm_any_slab_class(entry) == cls && e->state == EXTENT_SLAB)
             return e;
     }
     report_invalid_pointer(caller, (void *)p);
@@ -180,10 +180,8 @@ bool arena_region_is_free(extent_t *slab, uintptr_t p)
 }
 
 /* Give back N (at most 256) objects of CLS whose slabs are SLABS[i]: how many slabs
- * they emptied (kept in their bins or given back).  LISTED: they come from a list, and
- * each must hold the key. */
-static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned n, unsigned cls, const char *caller,
-                                bool listed);
+ * they emptied (kept in their bins or given back).  Each gets the slab mark. */
+static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned n, unsigned cls, const char *caller);
 
 unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
 {
@@ -193,15 +191,14 @@ unsigned arena_return(void **objs, unsigned n, unsigned cls, const char *caller)
         unsigned batch = MIN(n, 256u);
         for (unsigned i = 0; i < batch; i++)
             slabs[i] = slab_of((uintptr_t)objs[i], cls, caller);
-        emptied += return_to_slabs(objs, slabs, batch, cls, caller, false);
+        emptied += return_to_slabs(objs, slabs, batch, cls, caller);
         objs += batch;
         n -= batch;
     }
     return emptied;
 }
 
-static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, unsigned cls, const char *caller,
-                                bool listed)
+static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, unsigned cls, const char *caller)
 {
     extent_t *give[256];
     unsigned ngive = 0, emptied = 0;
@@ -228,19 +225,13 @@ static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, u
                 lock_release(&bin->lock);
                 report_double_free(caller, (void *)p);
             }
-            /* A listed object without its key was handed out meanwhile (it was on two
-             * lists), or written after its free. */
-            if (unlikely(listed && ((void **)p)[1] != (void *)freelist_key)) {
-                lock_release(&bin->lock);
-                freelist_lost_key(caller, (void *)p);
-            }
             ((void **)p)[1] = (void *)freelist_slab_mark;
             slab->bitmap[idx >> 6] |= bit;
             slab->nfree++;
             TIDE_ASSERT(slab->nfree <= sc_nregs[cls]);
             if (slab->nfree == 1) {
                 rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
-            } else if (slab->nfree == sc_nregs[cls]) {
+            } else if (slab->nfree == sc_nregs[cls] - slab->nquar) {
                 emptied++;
                 if (!keep_empty(a, bin, slab, &now)) {
                     rb_erase(&slab->rb, &bin->nonfull);
@@ -270,6 +261,11 @@ unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char 
         /* The walk is bounded by the count: a list made to loop ends too. */
         if (count-- == 0)
             freelist_corrupt(caller, p, p, cls);
+        /* A listed object without its key was handed out meanwhile (it was on two lists:
+         * its link may lead into the other one), or written after its free: found before
+         * the link is followed. */
+        if (unlikely(p[1] != (void *)freelist_key))
+            freelist_lost_key(caller, p);
         /* Each link is checked as it is followed, by the page-map read that finds its slab. */
         void **next = fl_next(p);
         extent_t *next_slab = NULL;
@@ -280,7 +276,7 @@ unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char 
         p = next;
         slab = next_slab;
         if (n == ARRAY_SIZE(objs) || !p) {
-            emptied += return_to_slabs(objs, slabs, n, cls, caller, true);
+            emptied += return_to_slabs(objs, slabs, n, cls, caller);
             n = 0;
         }
     }

@@ -73,7 +73,10 @@ static void *small_objects(void *arg)
 
 /* After the second free of M->ptr: malloc blocks of its size, keeping them all, until one
  * of them comes back twice (the failure: returns) or many more than any cache holds were
- * handed out (returns too). */
+ * handed out; then malloc_trim(0), which gives every cached block back to its slab (a
+ * collection: a copy of the block left on a list is found there); returns if nothing
+ * aborted.  The thread is pinned to its CPU (commit_in_child), so that its refills and
+ * flushes meet the same arena's slabs and lists. */
 static void malloc_until_twice(const struct misuse *m)
 {
     enum { N = 50000 };
@@ -83,6 +86,7 @@ static void malloc_until_twice(const struct misuse *m)
         if (q == m->ptr && ++seen == 2)
             return;
     }
+    malloc_trim(0);
 }
 
 /* The misuse itself. Returns only if tide did not abort. */
@@ -140,6 +144,7 @@ static void no_core_dumps(void)
 /* In the child: commit the misuse; getting past it is a failure the parent reports. */
 static int commit_in_child(void *m)
 {
+    tt_pin_cpu(-1);
     commit(m);
     static const char msg[] = "<the call returned>\n";
     if (write(2, msg, sizeof msg - 1) < 0)
@@ -199,6 +204,8 @@ static void expect_line(const struct misuse *m, const char *what, const char *fm
  * that finds it holds no longer the mark of a block free in its slab. */
 #define LOST_KEY_LINE "tide: malloc(): double free 0x%" PRIxPTR " (freed twice, or written after its free)\n"
 #define IN_SLAB_LINE "tide: malloc(): double free 0x%" PRIxPTR " (freed twice, or never allocated)\n"
+/* ... or a collection that gives a copy back to its slab (malloc_trim's flush). */
+#define RETURNED_LINE "tide: free(): double free 0x%" PRIxPTR " (freed twice, or written after its free)\n"
 
 static void foreign(enum kind kind, bool twins, void *ptr, const char *what)
 {
@@ -314,10 +321,12 @@ static void double_free(enum kind kind, bool twins, size_t size)
     };
     snprintf(what, sizeof what, "p = malloc(%zu); %s%s", size, how[kind], twins ? " (tide_ names)" : "");
     if (kind == DOUBLE_FREE_FLUSHED || kind == DOUBLE_FREE_REMOTE) {
-        char a[160], b[160];
+        char a[160], b[160], c[160], d[160];
         snprintf(a, sizeof a, LOST_KEY_LINE, (uintptr_t)m.ptr);
         snprintf(b, sizeof b, IN_SLAB_LINE, (uintptr_t)m.ptr);
-        const char *const expected[] = {a, b, NULL};
+        snprintf(c, sizeof c, RETURNED_LINE, (uintptr_t)m.ptr);
+        snprintf(d, sizeof d, DOUBLE_FREE_LINE, (uintptr_t)m.ptr);
+        const char *const expected[] = {a, b, c, d, NULL};
         expect_abort(&m, what, expected);
     } else {
         expect_line(&m, what, DOUBLE_FREE_LINE, m.ptr);
