@@ -62,12 +62,23 @@ static int walk_range(const range_t *r, size_t npages[EXTENT_NFREE], size_t *act
             } else if (e->state == EXTENT_SLAB) {
                 if (e->cls >= SC_NSMALL || e->guard > 1 || n != sc_slab_pages[e->cls] + e->guard)
                     return check_fail("slab of a bad class or size", a);
+                unsigned nquar = 0;
                 for (size_t i = 0; i < n - e->guard; i++) {
                     pm_entry_t want = pm_slab_page(e, e->cls, i), got = pm_read(r, a + (i << LG_PAGE));
-                    /* (A page of a class of a page or more may be marked: its block sampled.) */
+                    size_t off = i << LG_PAGE;
+                    /* (A page of a class of a page or more may be marked: its block sampled.
+                     * A page where a freed large block started, and a region starts, is
+                     * stale: that region is never handed out, its bit clear.) */
+                    if (got == pm_stale_page(want) && off % sc_size[e->cls] == 0 && pm_was_head(r, a + off) &&
+                        !(e->bitmap[(off / sc_size[e->cls]) >> 6] >> ((off / sc_size[e->cls]) & 63) & 1)) {
+                        nquar++;
+                        continue;
+                    }
                     if (got != want && !(sc_size[e->cls] >= PAGE && got == pm_sampled_page(want)))
                         return check_fail("slab page with a bad entry", a + (i << LG_PAGE));
                 }
+                if (nquar != e->nquar)
+                    return check_fail("slab's stale pages disagree with its count of regions never handed out", a);
                 if (e->guard && pm_read(r, extent_end(e) - PAGE) != pm_guard(e))
                     return check_fail("slab guard page with a bad entry", extent_end(e) - PAGE);
                 *guards += e->guard;
@@ -124,8 +135,9 @@ static int check_kept_slabs(void)
                 if (n >= bin->nslabs)
                     return check_fail("a bin's list of kept slabs is longer than its slabs", n);
                 if (slab->state != EXTENT_SLAB || slab->cls != c || slab->arena != i ||
-                    slab->nfree != sc_nregs[c] ||
-                    pm_read(extent_range(slab), slab->addr) != pm_slab_page(slab, c, 0))
+                    slab->nfree != sc_nregs[c] - slab->nquar ||
+                    pm_any_slab_class(pm_read(extent_range(slab), slab->addr)) != c ||
+                    pm_desc(pm_read(extent_range(slab), slab->addr)) != slab)
                     return check_fail("a kept slab that is not an empty slab of its bin", slab->addr);
                 pages += slab->npages;
             }

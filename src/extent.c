@@ -589,8 +589,22 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
             e->bitmap[w] = nregs >= lo + 64 ? ~(uint64_t)0 : nregs > lo ? (((uint64_t)1 << (nregs - lo)) - 1) : 0;
         }
         const range_t *r = extent_range(e);
-        for (size_t i = 0; i < sc_slab_pages[cls]; i++)
-            pm_write(r, e->addr + (i << LG_PAGE), pm_slab_page(e, cls, i));
+        e->nquar = 0;
+        for (size_t i = 0; i < sc_slab_pages[cls]; i++) {
+            pm_entry_t entry = pm_slab_page(e, cls, i);
+            /* A region that would start where a freed large block did is never handed out,
+             * and its page leaves the fast path, whose slow path reports a free there (the
+             * block's second free: test/api/hardening). */
+            size_t off = i << LG_PAGE;
+            if (unlikely(pm_was_head(r, e->addr + off)) && off % sc_size[cls] == 0 && e->nfree > 1) {
+                unsigned idx = (unsigned)(off / sc_size[cls]);
+                e->bitmap[idx >> 6] &= ~((uint64_t)1 << (idx & 63));
+                e->nfree--;
+                e->nquar++;
+                entry = pm_stale_page(entry);
+            }
+            pm_write(r, e->addr + off, entry);
+        }
         if (guard)
             pm_write(r, extent_end(e) - PAGE, pm_guard(e));
         pageheap.nslabs++;
@@ -616,6 +630,8 @@ static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
         pageheap.npages_slab -= e->npages;
     } else {
         extent_clear_edges(e);
+        /* The program may still hold its address (pagemap.h). */
+        pm_set_was_head(r, e->addr);
         pageheap.nlarge_free++;
         pageheap.npages_guard_large -= e->guard;
     }

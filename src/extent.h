@@ -76,6 +76,8 @@ typedef struct extent_s {
                         * guard page, the rest (if any) padding to the block's alignment */
     uint32_t prof;     /* large: 1 when the heap profiler sampled the block (its record in prof_rec) */
     uint8_t cached;    /* large: in a thread's cache (written by that thread, read by any free) */
+    uint8_t nquar;     /* slab: regions never handed out, as they start where freed large blocks
+                        * did (pagemap.h, the was-head bit): their bits stay clear */
     union {
         uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
         extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof.c) */

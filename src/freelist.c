@@ -32,8 +32,10 @@ void *freelist_block_of(const void *next, unsigned cls)
     if (!r || !fl_plausible(next))
         return NULL;
     pm_entry_t e = pm_read(r, a);
-    /* (A class tag is the same test for small and large classes: pm_class.) */
-    if (pm_class(e) != cls)
+    /* (A class tag is the same test for small and large classes: pm_class.  On a stale
+     * page, the region at the page's start is never handed out, so never free.) */
+    if (pm_class(e) != cls &&
+        !(cls < SC_NSMALL && pm_is_stale_page(e) && pm_stale_class(e) == cls && (a & PAGE_MASK) != 0))
         return NULL;
     return (cls < SC_NSMALL ? sc_starts_region(cls, a - pm_slab_base(e, a)) : (a & PAGE_MASK) == 0) ? pm_desc(e)
                                                                                                    : NULL;

@@ -67,10 +67,14 @@ static TIDE_NOINLINE void block_lookup_any(void *p, const char *func, block_t *b
     extent_t *e = pm_desc(entry);
     b->sampled = false;
     b->prof_slab = pm_is_sampled_page(entry);
-    if (pm_is_slab_page(entry) || b->prof_slab) {
-        unsigned cls = b->prof_slab ? pm_sampled_class(entry) : pm_slab_class(entry);
+    unsigned cls = pm_any_slab_class(entry);
+    if (cls < SC_NSMALL) {
         if (unlikely(!sc_starts_region(cls, a - pm_slab_base(entry, a))))
             report_invalid_pointer(func, p);
+        /* A stale page's region at the page's start is never handed out: this address is
+         * that of a large block freed before (pagemap.h), freed again. */
+        if (unlikely(pm_is_stale_page(entry) && (a & PAGE_MASK) == 0))
+            report_double_free(func, p);
         b->cls = cls;
         b->ext = e;
         b->usable = sc_size[cls];

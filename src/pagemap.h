@@ -17,6 +17,10 @@
  *   freed head       the first page of a large block that was freed into a run starting
  *                    before it: the descriptor it was freed with (a second free of the
  *                    block sees it, and checks the descriptor before saying so);
+ *   stale page       a slab page on which a region would start where a freed large
+ *                    block started (see the was-head bit below): the same, under a tag
+ *                    of its own, so that its frees take the slow path, which reports a
+ *                    free of that address (the region there is never handed out);
  *   reserved         the first and last page of pages kept out of use (a guard): their
  *                    length in pages;
  *   guard            the trailing guard page of a slab or large block (guard:on,
@@ -26,7 +30,11 @@
  * Interior pages of large blocks and free runs hold empty or stale large-tail, free-edge,
  * freed-head and guard entries, never one that carries a class: so the free fast path can
  * trust a slab page's class without looking at the descriptor.  (The tag of a class is the class
- * + 1, so that an empty entry carries none.) */
+ * + 1, so that an empty entry carries none.)
+ * Bit 55 of every entry, the was-head bit, outlives the entries written over it: it says
+ * that a large block started on the page and was freed, so that the program may still hold
+ * its address (a double free to come).  A slab made there later never hands out a region
+ * starting at that address, and tags the page stale. */
 #ifndef TIDE_PAGEMAP_H
 #define TIDE_PAGEMAP_H
 
@@ -53,7 +61,11 @@ _Static_assert(sizeof(pm_entry_t) == REGION_PM_ENTRY_BYTES, "the region reserves
 #define PM_TAG_FREED 0xF3u
 #define PM_TAG_GUARD 0xF4u
 #define PM_TAG_SAMPLED 0x80u /* + the class: a sampled page */
-_Static_assert(SC_NCACHED < PM_TAG_SAMPLED && PM_TAG_SAMPLED + SC_NSMALL <= PM_TAG_LARGE, "the tags are apart");
+#define PM_TAG_STALE 0xB0u   /* + the class: a stale page */
+#define PM_WAS_HEAD ((uint64_t)1 << 55)
+_Static_assert(SC_NCACHED < PM_TAG_SAMPLED && PM_TAG_SAMPLED + SC_NSMALL <= PM_TAG_STALE &&
+                   PM_TAG_STALE + SC_NSMALL <= PM_TAG_LARGE,
+               "the tags are apart");
 
 static inline pm_entry_t pm_make_(uintptr_t low, unsigned tag)
 {
@@ -76,6 +88,12 @@ static inline pm_entry_t pm_sampled_page(pm_entry_t e)
 {
     TIDE_ASSERT(pm_tag_(e) >= 1 && pm_tag_(e) <= SC_NSMALL);
     return (e & ~((uint64_t)0xFF << PM_TAG_SHIFT)) | ((uint64_t)(PM_TAG_SAMPLED + pm_tag_(e) - 1) << PM_TAG_SHIFT);
+}
+/* Slab page entry E (pm_slab_page) as a stale page. */
+static inline pm_entry_t pm_stale_page(pm_entry_t e)
+{
+    TIDE_ASSERT(pm_tag_(e) >= 1 && pm_tag_(e) <= SC_NSMALL);
+    return (e & ~((uint64_t)0xFF << PM_TAG_SHIFT)) | ((uint64_t)(PM_TAG_STALE + pm_tag_(e) - 1) << PM_TAG_SHIFT);
 }
 static inline pm_entry_t pm_large_head(const void *block, unsigned cls)
 {
@@ -109,6 +127,17 @@ static inline bool pm_is_large_edge(pm_entry_t e)
 static inline bool pm_is_sampled_page(pm_entry_t e) { return pm_tag_(e) - PM_TAG_SAMPLED < SC_NSMALL; }
 /* The class of a sampled page. */
 static inline unsigned pm_sampled_class(pm_entry_t e) { return pm_tag_(e) - PM_TAG_SAMPLED; }
+static inline bool pm_is_stale_page(pm_entry_t e) { return pm_tag_(e) - PM_TAG_STALE < SC_NSMALL; }
+static inline unsigned pm_stale_class(pm_entry_t e) { return pm_tag_(e) - PM_TAG_STALE; }
+/* The class of a slab page whatever its tag (plain, sampled, stale), else a value >=
+ * SC_NSMALL. */
+static inline unsigned pm_any_slab_class(pm_entry_t e)
+{
+    unsigned t = pm_tag_(e);
+    return t - 1u < SC_NSMALL ? t - 1u : t - PM_TAG_SAMPLED < SC_NSMALL ? t - PM_TAG_SAMPLED
+                                     : t - PM_TAG_STALE < SC_NSMALL   ? t - PM_TAG_STALE
+                                                                      : SC_NSMALL;
+}
 static inline bool pm_is_free_edge(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREE; }
 static inline bool pm_is_freed_head(pm_entry_t e) { return pm_tag_(e) == PM_TAG_FREED; }
 static inline bool pm_is_guard(pm_entry_t e) { return pm_tag_(e) == PM_TAG_GUARD; }
@@ -141,7 +170,14 @@ TIDE_INLINE pm_entry_t *pm_slot(const range_t *r, uintptr_t addr)
 {
     return (pm_entry_t *)r->base - 1 - ((addr - r->base) >> LG_PAGE);
 }
-TIDE_INLINE pm_entry_t pm_read(const range_t *r, uintptr_t addr) { return ATOMIC_LOAD(pm_slot(r, addr)); }
+/* The entry of ADDR's page, without its was-head bit. */
+TIDE_INLINE pm_entry_t pm_read(const range_t *r, uintptr_t addr) { return ATOMIC_LOAD(pm_slot(r, addr)) & ~PM_WAS_HEAD; }
+/* Whether a freed large block started on ADDR's page. */
+static inline bool pm_was_head(const range_t *r, uintptr_t addr) { return (ATOMIC_LOAD(pm_slot(r, addr)) & PM_WAS_HEAD) != 0; }
+static inline void pm_set_was_head(const range_t *r, uintptr_t addr)
+{
+    ATOMIC_STORE(pm_slot(r, addr), ATOMIC_LOAD(pm_slot(r, addr)) | PM_WAS_HEAD);
+}
 /* The same from the page's byte offset OFF from BASE, the range's base (the free fast path
  * and the inline checks have both already). */
 TIDE_INLINE pm_entry_t pm_read_offset(uintptr_t base, uintptr_t off)
@@ -151,6 +187,12 @@ TIDE_INLINE pm_entry_t pm_read_offset(uintptr_t base, uintptr_t off)
     uintptr_t slot = base + (~(off >> LG_PAGE)) * sizeof(pm_entry_t);
     return ATOMIC_LOAD((const pm_entry_t *)slot);
 }
-static inline void pm_write(const range_t *r, uintptr_t addr, pm_entry_t e) { ATOMIC_STORE(pm_slot(r, addr), e); }
+/* Write ADDR's entry, keeping its was-head bit.  (Writers hold the page-heap lock, or own
+ * the live slab whose page it is.) */
+static inline void pm_write(const range_t *r, uintptr_t addr, pm_entry_t e)
+{
+    pm_entry_t *slot = pm_slot(r, addr);
+    ATOMIC_STORE(slot, e | (ATOMIC_LOAD(slot) & PM_WAS_HEAD));
+}
 
 #endif

@@ -56,9 +56,12 @@ static void expect_abort(int (*fn)(void *), void *arg, const char *want)
     tt_child_free(&c);
 }
 
-/* Malloc N blocks of SIZE, keeping them all: returns if none came twice (the caller then
- * says the misuse was not caught); a block handed out twice is the failure itself: the
- * child says so and exits 5. */
+/* Malloc N blocks of SIZE, keeping them all, then malloc_trim(0), which gives every cached
+ * block back to its slab (a collection: a copy left on a list is found there): returns if
+ * nothing aborted and no block came twice (the caller then says the misuse was not
+ * caught); a block handed out twice (or HELD, which the program holds) is the failure
+ * itself: the child says so and exits 5.  The caller pins itself to its CPU first, so that
+ * its refills and flushes meet the same arena's slabs and lists (tcache.c). */
 static void malloc_until_twice_holding(size_t size, unsigned n, const void *held)
 {
     void **got = calloc(n, sizeof *got);
@@ -73,6 +76,7 @@ static void malloc_until_twice_holding(size_t size, unsigned n, const void *held
             }
         }
     }
+    malloc_trim(0);
 }
 
 static void malloc_until_twice(size_t size, unsigned n) { malloc_until_twice_holding(size, n, NULL); }
@@ -337,6 +341,7 @@ static char *fresh_slab(size_t size)
 
 static int never_handed_out(void *arg)
 {
+    tt_pin_cpu(-1);
     uintptr_t how = (uintptr_t)arg;
     if (how == 0) {
         char *p = fresh_slab(256);
@@ -492,6 +497,7 @@ Test(hardening, large_blocks_handed_between_threads_free_cleanly, .timeout = 120
 static int kept_slab(void *arg)
 {
     (void)arg;
+    tt_pin_cpu(-1);
     static void *p[KEPT_N];
     tide_conf_set("decay_ms", "-1"); /* nothing is given back meanwhile */
     for (int round = 0; round < 2; round++) {
@@ -548,6 +554,11 @@ static void *keep_for_exit(void *p)
 static int free_without_cache_then_with(void *arg)
 {
     (void)arg;
+    tt_pin_cpu(-1);
+    /* Every free region of the class used first: p's slab is then the one refills go to. */
+    for (size_t taken = 0; taken < ((size_t)1 << 20); taken += 64)
+        if (!malloc(64))
+            return 2;
     void *p = malloc(64);
     pthread_t t;
     /* Created after tide's key, so its destructor runs after tide's cache is flushed. */
@@ -649,6 +660,7 @@ static void *free_then_allocate(void *arg)
 static int twice_across_threads(void *arg)
 {
     (void)arg;
+    tt_pin_cpu(-1);
     void *p[2] = { malloc(80), NULL };
     pthread_t t;
     pthread_barrier_init(&twice_barrier, NULL, 2);
@@ -675,6 +687,7 @@ Test(hardening, a_block_freed_by_two_threads_is_never_handed_out_twice, .timeout
  * free wrote over), before it is handed out twice. */
 static int cleared_key_pushed_out(void *arg)
 {
+    tt_pin_cpu(-1);
     size_t size = (size_t)(uintptr_t)arg;
     enum { N = 3000 };
     static void *others[N];
@@ -704,6 +717,58 @@ Test(hardening, a_double_free_with_its_key_cleared_pushed_out_of_the_cache_abort
                   tt_child_how(&c, how, sizeof how), c.err);
         cr_expect(strstr(c.err, "(): double free 0x") != NULL && strncmp(c.err, "tide: ", 6) == 0,
                   "%zu bytes: stderr was \"%s\"", sizes[i], c.err);
+        tt_child_free(&c);
+    }
+}
+/* A large block freed and purged, slabs made on its pages, and the stale pointer freed:
+ * the region of a slab that starts there must not be handed out a second time (tide never
+ * hands it out, and reports the free). */
+static int stale_large_pointer(void *arg)
+{
+    tt_pin_cpu(-1);
+    size_t size = (size_t)(uintptr_t)arg;
+    char *big = malloc(MiB);
+    if (!big)
+        return 2;
+    memset(big, 1, MiB);
+    free(big);
+    malloc_trim(0); /* purged: new slabs may take the pages */
+    /* Small blocks until slabs cover the block's first page: the free runs are taken by
+     * size (the process's smaller ones first), and a run from its start, so once a block
+     * lies 8 pages past that page, a slab holds it.  Within 256 MiB of them. */
+    size_t n = (256 * MiB) / size;
+    bool covered = false, held = false;
+    for (size_t i = 0; i < n && !covered; i++) {
+        char *r = malloc(size);
+        if (!r)
+            return 2;
+        held |= r == big;
+        covered = r >= big + 8 * 4096 && r < big + MiB;
+    }
+    if (!covered)
+        return 3; /* no slab came to the pages: the case did not happen */
+    if (tide_check() != 0)
+        return 4; /* (the heap walk knows the slab's stale page and its region kept out) */
+    free(big); /* the stale free: a region of a slab starts there */
+    malloc_until_twice_holding(size, 20000, held ? big : NULL);
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, a_stale_free_of_a_purged_large_block_now_a_slab_aborts, .timeout = 60)
+{
+    static const size_t sizes[] = { 64, 1024, 4096 };
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        struct tt_child_spec spec = { .fn = stale_large_pointer, .arg = (void *)(uintptr_t)sizes[i], .timeout_s = 60 };
+        struct tt_child c;
+        cr_assert_eq(tt_child_run(&spec, &c), 0);
+        cr_assert(!tt_child_exited(&c, 3), "%zu bytes: no slab was made on the freed block's pages", sizes[i]);
+        cr_assert(!tt_child_exited(&c, 4), "%zu bytes: tide_check() failed: %s", sizes[i], c.err);
+        char how[96];
+        cr_expect(tt_child_signalled(&c, SIGABRT), "%zu bytes: the child %s (stderr: %s)", sizes[i],
+                  tt_child_how(&c, how, sizeof how), c.err);
+        cr_expect(strncmp(c.err, "tide: free(): double free 0x", 28) == 0, "%zu bytes: stderr was \"%s\"", sizes[i],
+                  c.err);
         tt_child_free(&c);
     }
 }
