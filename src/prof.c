@@ -1174,10 +1174,8 @@ static int prof_dump_auto(unsigned kind, bool warn)
     int err = prof_write(path);
     lock_release(&prof_lock);
     if (err) {
-        /* (strerror may translate, and so allocate) */
         if (warn) {
-            const char *pieces[] = { "cannot write the heap profile ", path, " (errno ", report_fmt_u64(tmp, (uint64_t)err, 0),
-                                     ")" };
+            const char *pieces[] = { "cannot write the heap profile ", path, ": ", report_strerror(err, tmp) };
             report_line(pieces, ARRAY_SIZE(pieces));
         }
         return err;
