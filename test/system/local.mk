@@ -72,7 +72,8 @@ test_system_purge_probe_LDFLAGS = -no-install
 test_system_purge_SOURCES = test/system/purge.c $(tide_test_support)
 test_system_purge_CPPFLAGS = $(rel_cppflags) $(CRITERION_CFLAGS) \
 	-DPROBE_PATH=\"$(abs_top_builddir)/test/system/purge_probe\" \
-	-DTIDE_WRAPPER=\"$(abs_top_builddir)/src/tide\" -DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\"
+	-DTIDE_WRAPPER=\"$(abs_top_builddir)/src/tide\" -DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\" \
+	-DTIDE_LA=\"$(abs_top_builddir)/src/libtide.la\"
 test_system_purge_LDADD = src/libtide.la $(CRITERION_LIBS)
 test_system_purge_LDFLAGS = -no-install
 EXTRA_test_system_purge_DEPENDENCIES = test/system/purge_probe$(EXEEXT)
