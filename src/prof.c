@@ -35,7 +35,7 @@
 #define PROF_STACK_CHUNK (64 * KiB)
 #define PROF_FX 1024u /* fixed-point unit of the weighted counts */
 /* A chain of frame pointers this long is taken as real; a shorter one that breaks
- * (frames without frame pointers) goes to backtrace(). */
+ * (frames without frame pointers) goes to the unwinder. */
 #define PROF_MIN_WALK 3
 /* How a sample's stack was found (prof_bt_t.how). */
 #define PROF_WALKED 0
@@ -108,7 +108,7 @@ static prof_shard_t prof_shards[PROF_SHARDS];
 static unsigned prof_next_shard; /* atomic: the shard of the next thread that samples */
 
 /* A stack unwound once, kept to be recognised again.  Unwinding without frame pointers
- * (libgcc's, behind backtrace()) costs some 20,000 instructions, 8 % of a program that
+ * (libgcc's unwinder) costs some 20,000 instructions, 8 % of a program that
  * allocates 512 KiB blocks at full speed (ebizzy).  A call from the same place returns
  * to the same address with the same stack pointer; if every return address of the
  * frames above is still where the unwind found it (frame I's just below frame I-1's
