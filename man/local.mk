@@ -14,10 +14,12 @@ man_subst = sed -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' \
 	-e 's|@libdir[@]|$(libdir)|g' -e 's|@includedir[@]|$(includedir)|g' \
 	-e 's|@pkgconfigdir[@]|$(pkgconfigdir)|g' -e 's|@docdir[@]|$(docdir)|g'
 
-man/tide.1: $(top_srcdir)/man/tide.1.in Makefile
-	$(AM_V_GEN)$(MKDIR_P) man && $(man_subst) $(top_srcdir)/man/tide.1.in > $@.tmp && mv $@.tmp $@
-man/tide.3: $(top_srcdir)/man/tide.3.in man/gen_conf_keys$(EXEEXT) Makefile
-	$(AM_V_GEN)$(MKDIR_P) man && $(man_subst) $(top_srcdir)/man/tide.3.in | man/gen_conf_keys$(EXEEXT) > $@.tmp && \
+man/tide.1: $(top_srcdir)/man/tide.1.in src/libtide.la Makefile
+	$(AM_V_GEN)$(MKDIR_P) man && soname=`$(tide_soname)` && test -n "$$soname" && \
+	$(man_subst) -e "s|@soname[@]|$$soname|g" $(top_srcdir)/man/tide.1.in > $@.tmp && mv $@.tmp $@
+man/tide.3: $(top_srcdir)/man/tide.3.in man/gen_conf_keys$(EXEEXT) src/libtide.la Makefile
+	$(AM_V_GEN)$(MKDIR_P) man && soname=`$(tide_soname)` && test -n "$$soname" && \
+	$(man_subst) -e "s|@soname[@]|$$soname|g" $(top_srcdir)/man/tide.3.in | man/gen_conf_keys$(EXEEXT) > $@.tmp && \
 	mv $@.tmp $@
 
 # Neither `man --warnings` (groff) nor `mandoc -T lint` has a word to say about either

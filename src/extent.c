@@ -504,7 +504,7 @@ bool extent_guard_install(uintptr_t addr, size_t len)
     int err = os_guard(addr, len);
     if (err == EINVAL && __atomic_exchange_n(&extent_guards_ok, 0, __ATOMIC_RELAXED)) {
         static const char *const pieces[] = {
-            "guard pages are not available here (MADV_GUARD_INSTALL: EINVAL; Linux 6.13 has them): "
+            "guard pages are not available here (MADV_GUARD_INSTALL: Invalid argument; Linux 6.13 has them): "
             "running without them"
         };
         report_line(pieces, ARRAY_SIZE(pieces));

@@ -348,11 +348,10 @@ void guard_boot(void)
 {
     if (!ATOMIC_LOAD(&conf.guard) && !guard_sampling())
         return;
-    /* The unwinder is loaded (dlopen, which allocates) now, not inside a malloc. */
+    /* The unwinder is found (which may load it, and allocate) now, not inside a malloc. */
     if (guard_sampling() && !__atomic_exchange_n(&guard_unwinder_on, 1, __ATOMIC_RELAXED)) {
-        void *f[2];
         guard_tls.busy = 1;
-        os_backtrace(f, 2);
+        os_unwind_boot();
         guard_tls.busy = 0;
     }
     if (!__atomic_exchange_n(&guard_handler_on, 1, __ATOMIC_ACQ_REL))

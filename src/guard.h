@@ -34,7 +34,7 @@
 #define GUARD_SAMPLE_MAX 65536
 
 /* Start-up (the heap exists) and tide_conf_set of a guard key: installs the SIGSEGV
- * handler once either key is set, and loads what backtrace() needs while nothing of tide
+ * handler once either key is set, and finds the unwinder (os_unwind_boot) while nothing of tide
  * is in progress. */
 void guard_boot(void);
 

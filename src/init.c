@@ -75,10 +75,24 @@ TIDE_NOINLINE bool init_boot(void)
     return true;
 }
 
-__attribute__((constructor)) static void tide_constructor(void) { init_ensure(); }
+__attribute__((constructor)) static void tide_constructor(void)
+{
+    os_unwind_start();
+    init_ensure();
+}
+
+#ifndef PIC
+/* Linked into a program (libtide.a): in a static one, libc's own start-up is over, and with
+ * it the mallocs during which libgcc's unwinder could not even look for its tables; the
+ * program's constructors, which may allocate too, come next. */
+static void tide_preinit(int argc, char **argv, char **envp) { os_unwind_start(); }
+__attribute__((section(".preinit_array"), used)) static void (*const tide_preinit_entry)(int, char **, char **) =
+    tide_preinit;
+#endif
 
 __attribute__((destructor)) static void tide_destructor(void)
 {
+    os_unwind_stop();
     if (!ATOMIC_LOAD(&init_ready))
         return;
     prof_exit();

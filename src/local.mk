@@ -46,8 +46,13 @@ src/size_class_table.h: src/gen_size_class_table$(EXEEXT)
 bin_SCRIPTS += src/tide
 CLEANFILES += src/tide
 EXTRA_DIST += src/tide.in
-src/tide: $(top_srcdir)/src/tide.in Makefile
-	$(AM_V_GEN)sed -e 's|@libdir[@]|$(libdir)|g' $(top_srcdir)/src/tide.in > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+src/tide: $(top_srcdir)/src/tide.in src/libtide.la Makefile
+	$(AM_V_GEN)soname=`$(tide_soname)` && test -n "$$soname" && \
+	sed -e 's|@libdir[@]|$(libdir)|g' -e "s|@soname[@]|$$soname|g" $(top_srcdir)/src/tide.in > $@.tmp && \
+	chmod +x $@.tmp && mv $@.tmp $@
+# The library's runtime name (libtide.so.0), as libtool named it for this system: the
+# file the runtime package ships, which the wrapper preloads.
+tide_soname = sed -n "s/^dlname='\(.*\)'$$/\1/p" src/libtide.la
 
 # libtide.a holds one object whose internal names are local, so that a program linked
 # statically sees only tide's API and the malloc family (tools/link_localized.sh).  It is

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,10 +399,202 @@ void os_raise(int sig)
     syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
+/* ---- libgcc's unwinder ------------------------------------------------------------------
+ *
+ * Reached without dlopen, which a static link warns about ("requires at runtime the shared
+ * libraries from the glibc version used for linking") and which libtide.a would carry into
+ * every program linked with it.  Weak references find it where the program has it: a
+ * static program always does (glibc's backtrace() calls libgcc_eh's, linked in), a dynamic
+ * one when libgcc_s is among the libraries it was linked with (C++ programs).  Otherwise
+ * glibc's backtrace() loads libgcc_s at its first call, into no scope a symbol lookup
+ * searches, and the functions are read from its dynamic symbol table (dl_iterate_phdr,
+ * which a static link does not warn about either). */
+extern __typeof(_Unwind_Backtrace) _Unwind_Backtrace __attribute__((weak));
+extern __typeof(_Unwind_GetIP) _Unwind_GetIP __attribute__((weak));
+extern __typeof(_Unwind_GetCFA) _Unwind_GetCFA __attribute__((weak));
+struct os_eh_bases {
+    void *tbase, *dbase, *func;
+};
+typedef const void *(*os_find_fde_fn)(void *, struct os_eh_bases *);
+/* libgcc's own lookup of a code address's unwind table (libgcc_s exports it). */
+extern const void *_Unwind_Find_FDE(void *pc, struct os_eh_bases *bases) __attribute__((weak));
+
+static os_unwinder_t os_unw;     /* set before os_unw_state turns 2 */
+static os_find_fde_fn os_unw_find;
+static int os_unw_state;         /* atomic: 0 not looked for, 1 being looked for, 2 done */
+static bool os_unw_static;       /* no program interpreter: a static program (static-pie too) */
+static int os_unw_started;       /* atomic: 1 after os_unwind_start, 2 after os_unwind_stop */
+/* The thread is inside the unwinder: its look-ups allocate, and an allocation may be
+ * sampled (by guard_sample inside the profiler's unwinding, say), which must not enter it
+ * again (libgcc holds a lock of its own meanwhile). */
+static __thread bool os_unw_inside __attribute__((tls_model("initial-exec")));
+
+/* Whether the program has no interpreter (PT_INTERP): nothing but libc's start-up code ran
+ * before it allocates. */
+static bool os_static_program(void)
+{
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+    unsigned long n = getauxval(AT_PHNUM);
+    for (unsigned long i = 0; ph && i < n; i++)
+        if (ph[i].p_type == PT_INTERP)
+            return false;
+    return ph != NULL;
+}
+
+/* Symbol NAME of the object at BASE, from its GNU hash table GH, symbols SYM, names STR;
+ * 0 when it is not defined there. */
+static uintptr_t os_elf_symbol(uintptr_t base, const uint32_t *gh, const ElfW(Sym) *sym, const char *str,
+                               const char *name)
+{
+    uint32_t h = 5381;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = h * 33 + *c;
+    uint32_t nbuckets = gh[0], symoffset = gh[1], nbloom = gh[2];
+    if (nbuckets == 0)
+        return 0;
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + nbloom);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t i = buckets[h % nbuckets];
+    if (i < symoffset)
+        return 0; /* an empty bucket */
+    for (;; i++) {
+        uint32_t c = chain[i - symoffset];
+        if ((c | 1) == (h | 1) && strcmp(str + sym[i].st_name, name) == 0 && sym[i].st_shndx != SHN_UNDEF &&
+            sym[i].st_value)
+            return base + sym[i].st_value;
+        if (c & 1)
+            return 0;
+    }
+}
+
+typedef struct os_gcc_s {
+    os_unwinder_t u;
+    os_find_fde_fn find;
+} os_gcc_t;
+
+/* dl_iterate_phdr's callback: libgcc_s's unwinder into ARG, if INFO is libgcc_s. */
+static int os_gcc_lookup(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    const char *name = info->dlpi_name ? info->dlpi_name : "", *slash = strrchr(name, '/');
+    if (strncmp(slash ? slash + 1 : name, "libgcc_s.so", 11) != 0)
+        return 0;
+    uintptr_t base = info->dlpi_addr;
+    const ElfW(Dyn) *dyn = NULL;
+    for (unsigned i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(base + info->dlpi_phdr[i].p_vaddr);
+    if (!dyn)
+        return 0;
+    uintptr_t symtab = 0, strtab = 0, gnuhash = 0;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        /* (glibc relocates these in place where .dynamic is writable: absolute, then) */
+        uintptr_t p = dyn->d_un.d_ptr < base ? dyn->d_un.d_ptr + base : dyn->d_un.d_ptr;
+        if (dyn->d_tag == DT_SYMTAB)
+            symtab = p;
+        else if (dyn->d_tag == DT_STRTAB)
+            strtab = p;
+        else if (dyn->d_tag == DT_GNU_HASH)
+            gnuhash = p;
+    }
+    if (!symtab || !strtab || !gnuhash)
+        return 0;
+    const uint32_t *gh = (const uint32_t *)gnuhash;
+    const ElfW(Sym) *sym = (const ElfW(Sym) *)symtab;
+    const char *str = (const char *)strtab;
+    os_gcc_t *g = arg;
+    g->u.backtrace = (__typeof(g->u.backtrace))os_elf_symbol(base, gh, sym, str, "_Unwind_Backtrace");
+    g->u.get_ip = (__typeof(g->u.get_ip))os_elf_symbol(base, gh, sym, str, "_Unwind_GetIP");
+    g->u.get_cfa = (__typeof(g->u.get_cfa))os_elf_symbol(base, gh, sym, str, "_Unwind_GetCFA");
+    g->find = (os_find_fde_fn)os_elf_symbol(base, gh, sym, str, "_Unwind_Find_FDE");
+    return 1;
+}
+
+const os_unwinder_t *os_unwinder(void)
+{
+    return ATOMIC_LOAD_ACQ(&os_unw_state) == 2 && os_unw.backtrace ? &os_unw : NULL;
+}
+
+void os_unwind_start(void)
+{
+    int idle = 0;
+    __atomic_compare_exchange_n(&os_unw_started, &idle, 1, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+void os_unwind_stop(void) { ATOMIC_STORE_REL(&os_unw_started, 2); }
+
+/* Whether the unwinder can run here and now (the thread outside it): it aborts the
+ * process when it finds no unwind table for its own code, and a static program registers
+ * its tables only as its constructors start (crtbeginT's frame_dummy), after its first
+ * mallocs, and takes them back as its destructors end.  May allocate (libgcc sorts the
+ * tables at its first look). */
+static bool os_unwind_ready(void)
+{
+    if (!os_unwinder())
+        return false;
+    /* A static program's libc allocates as it starts, some of it while glibc's table of
+     * objects, which libgcc's look-up reads, is half made (_dl_find_object_init); at exit
+     * libgcc frees its sorted tables holding the lock its look-up takes. */
+    if (os_unw_static && ATOMIC_LOAD_ACQ(&os_unw_started) != 1)
+        return false;
+    /* What the unwinder looks up first: its own code's table. */
+    struct os_eh_bases b;
+    os_unw_inside = true;
+    bool found = os_unw_find((void *)((uintptr_t)os_unw.backtrace + 1), &b) != NULL;
+    os_unw_inside = false;
+    return found;
+}
+
+void os_unwind_boot(void)
+{
+    OS_KEEP_ERRNO;
+    int idle = 0;
+    if (!__atomic_compare_exchange_n(&os_unw_state, &idle, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return;
+    os_unw_static = os_static_program();
+    void *v[2];
+    if (_Unwind_Backtrace && _Unwind_GetIP && _Unwind_GetCFA && _Unwind_Find_FDE) {
+        os_unw = (os_unwinder_t){ _Unwind_Backtrace, _Unwind_GetIP, _Unwind_GetCFA };
+        os_unw_find = _Unwind_Find_FDE;
+        ATOMIC_STORE_REL(&os_unw_state, 2);
+        /* glibc's backtrace() looks the unwinder up at its first call, which may allocate:
+         * now (in a static program, where it can run, which is later). */
+        if (os_unwind_ready())
+            backtrace(v, 2);
+        return;
+    }
+    /* A dynamic program: glibc's first backtrace() loads libgcc_s. */
+    backtrace(v, 2);
+    os_gcc_t g = { { 0 }, 0 };
+    dl_iterate_phdr(os_gcc_lookup, &g);
+    if (g.u.backtrace && g.u.get_ip && g.u.get_cfa && g.find) {
+        os_unw = g.u;
+        os_unw_find = g.find;
+    }
+    ATOMIC_STORE_REL(&os_unw_state, 2);
+}
+
+bool os_unwind(_Unwind_Trace_Fn fn, void *arg)
+{
+    OS_KEEP_ERRNO;
+    if (os_unw_inside || !os_unwind_ready())
+        return false;
+    os_unw_inside = true;
+    os_unw.backtrace(fn, arg);
+    os_unw_inside = false;
+    return true;
+}
+
 int os_backtrace(void **frames, int max)
 {
     OS_KEEP_ERRNO;
+    if (ATOMIC_LOAD_ACQ(&os_unw_state) != 2 || os_unw_inside)
+        return 0; /* not looked for: backtrace() would allocate, or abort in a static program */
+    /* (Without the unwinder found, a dynamic program: backtrace() does what it can.) */
+    if (os_unwinder() && !os_unwind_ready())
+        return 0;
+    os_unw_inside = true;
     int n = backtrace(frames, max);
+    os_unw_inside = false;
     return n > 0 ? n : 0;
 }
 

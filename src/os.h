@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <unwind.h>
 
 #include "util.h"
 
@@ -103,8 +104,39 @@ int os_signal_install(int sig, void (*fn)(int, siginfo_t *, void *), struct siga
 void os_signal_restore(int sig, const struct sigaction *act);
 /* Send SIG to the calling thread (async-signal-safe). */
 void os_raise(int sig);
-/* The calling thread's return addresses, innermost first, at most MAX (glibc's backtrace:
- * the first call loads the unwinder, which allocates).  How many. */
+/* libgcc's unwinder: _Unwind_Backtrace and what its callback reads of a frame. */
+typedef struct os_unwinder_s {
+    _Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
+    _Unwind_Ptr (*get_ip)(struct _Unwind_Context *);
+    _Unwind_Ptr (*get_cfa)(struct _Unwind_Context *);
+} os_unwinder_t;
+/* Find the unwinder, once (a second call returns at once): in the program when it was
+ * linked in (a static program has libgcc_eh's: glibc's backtrace() needs it) or its
+ * libraries export it, else in the libgcc_s that glibc's backtrace() loads at its first
+ * call (which allocates: call this where an allocation may come back into tide), without
+ * dlopen. */
+void os_unwind_boot(void);
+/* The unwinder once found; NULL before, or when there is none. */
+const os_unwinder_t *os_unwinder(void);
+/* A static program's start-up is past libc's own, and the unwinder's look-ups are safe
+ * (see os_unwind): called from its .preinit_array (where libtide.a is built without
+ * -fPIC) or tide's constructor. */
+void os_unwind_start(void);
+/* A static program is ending: crtbeginT's destructor, which runs after tide's, frees the
+ * unwinder's sorted tables holding the lock its look-ups take (a free that guard_sample
+ * would take a backtrace of).  From tide's destructor. */
+void os_unwind_stop(void);
+/* Run the unwinder's _Unwind_Backtrace with FN and ARG where it can run: whether it ran.
+ * It cannot while the thread is inside it already (an allocation it made, sampled), and
+ * it would abort the process where it finds no unwind table for its own code: a static
+ * program registers its tables only as its constructors start (crtbeginT's frame_dummy),
+ * after its first mallocs, and takes them back as its destructors end, and before
+ * os_unwind_start not even the look-up is safe there.  May allocate (libgcc sorts the
+ * tables at its first look). */
+bool os_unwind(_Unwind_Trace_Fn fn, void *arg);
+/* The calling thread's return addresses, innermost first, at most MAX (glibc's
+ * backtrace()).  How many: 0 before os_unwind_boot, and where the unwinder cannot run
+ * (os_unwind). */
 int os_backtrace(void **frames, int max);
 /* Write N frames to stderr, one a line, with the symbols the loader knows (no allocation;
  * used from the SIGSEGV handler). */

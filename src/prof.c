@@ -21,11 +21,8 @@
  * heap's). */
 #include "prof.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <execinfo.h>
 #include <string.h>
-#include <unwind.h>
 
 #include "conf.h"
 #include "large.h"
@@ -38,7 +35,7 @@
 #define PROF_STACK_CHUNK (64 * KiB)
 #define PROF_FX 1024u /* fixed-point unit of the weighted counts */
 /* A chain of frame pointers this long is taken as real; a shorter one that breaks
- * (frames without frame pointers) goes to backtrace(). */
+ * (frames without frame pointers) goes to the unwinder. */
 #define PROF_MIN_WALK 3
 /* How a sample's stack was found (prof_bt_t.how). */
 #define PROF_WALKED 0
@@ -111,7 +108,7 @@ static prof_shard_t prof_shards[PROF_SHARDS];
 static unsigned prof_next_shard; /* atomic: the shard of the next thread that samples */
 
 /* A stack unwound once, kept to be recognised again.  Unwinding without frame pointers
- * (libgcc's, behind backtrace()) costs some 20,000 instructions, 8 % of a program that
+ * (libgcc's unwinder) costs some 20,000 instructions, 8 % of a program that
  * allocates 512 KiB blocks at full speed (ebizzy).  A call from the same place returns
  * to the same address with the same stack pointer; if every return address of the
  * frames above is still where the unwind found it (frame I's just below frame I-1's
@@ -392,14 +389,10 @@ static unsigned prof_walk(prof_bt_t *bt, const uintptr_t *frame)
     return n >= PROF_MIN_WALK || n == PROF_MAX_DEPTH ? n : 0;
 }
 
-/* libgcc's unwinder, when it can be found (backtrace() loaded it at start-up): it tells
- * where each frame's return address is, which backtrace() does not. */
-typedef _Unwind_Reason_Code (*prof_unwind_fn)(_Unwind_Trace_Fn, void *);
-typedef _Unwind_Ptr (*prof_get_fn)(struct _Unwind_Context *);
-static prof_unwind_fn prof_unwind;
-static prof_get_fn prof_get_ip, prof_get_cfa;
-
+/* libgcc's unwinder (os_unwinder): it tells where each frame's return address is, which
+ * backtrace() does not. */
 typedef struct prof_walk_s {
+    const os_unwinder_t *u;
     prof_bt_t *bt;
     uintptr_t entry_pc, frame, hi; /* the program's return address, the entry's frame, stack top */
     bool in_program;               /* past tide's own frames */
@@ -411,7 +404,7 @@ typedef struct prof_walk_s {
 static _Unwind_Reason_Code prof_unwind_one(struct _Unwind_Context *ctx, void *arg)
 {
     prof_walk_t *w = arg;
-    uintptr_t ip = prof_get_ip(ctx), at = prof_get_cfa(ctx) - sizeof(uintptr_t);
+    uintptr_t ip = w->u->get_ip(ctx), at = w->u->get_cfa(ctx) - sizeof(uintptr_t);
     prof_bt_t *bt = w->bt;
     if (!w->in_program) { /* tide's own frames, until the program's */
         if (ip != w->entry_pc)
@@ -455,21 +448,22 @@ TIDE_SAMPLE_PATH static bool prof_reuse(prof_bt_t *bt, const uintptr_t *f)
 }
 
 /* Unwind with libgcc's unwinder from here to the program's return address F[1] and on,
- * keeping the stack for prof_reuse when it fits.  False when the unwinder is missing. */
+ * keeping the stack for prof_reuse when it fits (thread busy: the unwinder may allocate).
+ * False when the unwinder is missing or cannot run here. */
 static bool prof_unwind_from(prof_bt_t *bt, const uintptr_t *f)
 {
-    if (!prof_unwind)
+    const os_unwinder_t *u = os_unwinder();
+    if (!u)
         return false;
     prof_tls_t *t = &prof_tls;
     prof_cached_t *c = &t->cached[t->cached_next];
-    prof_walk_t w = { .bt = bt, .entry_pc = f[1], .frame = (uintptr_t)f, .hi = t->stack_hi, .keep = c };
+    prof_walk_t w = { .u = u, .bt = bt, .entry_pc = f[1], .frame = (uintptr_t)f, .hi = t->stack_hi, .keep = c };
     c->frame = 0; /* invalid while it is being filled */
     c->stack = NULL;
     c->counts = NULL;
     bt->n = 0;
-    t->busy = 1;
-    prof_unwind(prof_unwind_one, &w);
-    t->busy = 0;
+    if (!os_unwind(prof_unwind_one, &w))
+        return false;
     if (bt->n == 0) { /* the program's frame not found: its return address alone is still right */
         bt->pc[bt->n++] = f[1];
         return true;
@@ -503,13 +497,18 @@ TIDE_SAMPLE_PATH void prof_backtrace(prof_bt_t *bt, void *frame)
         return;
     }
     bt->how = PROF_UNWOUND;
-    if (known && prof_unwind_from(bt, f))
+    void *v[PROF_MAX_DEPTH + 16];
+    int k = 0;
+    /* Both may allocate: libgcc sorts a static program's tables at its first look, and
+     * glibc's backtrace() may load the unwinder. */
+    t->busy = 1;
+    bool unwound = known && prof_unwind_from(bt, f);
+    if (!unwound) /* (none while the unwinder cannot run: a static program's start) */
+        k = os_backtrace(v, (int)ARRAY_SIZE(v));
+    t->busy = 0;
+    if (unwound)
         return;
     /* backtrace() starts at this function: cut it at the program's return address. */
-    void *v[PROF_MAX_DEPTH + 16];
-    t->busy = 1; /* it may allocate (it did at start-up) */
-    int k = backtrace(v, (int)ARRAY_SIZE(v));
-    t->busy = 0;
     int i = 0;
     while (i < k && (uintptr_t)v[i] != f[1])
         i++;
@@ -1175,10 +1174,8 @@ static int prof_dump_auto(unsigned kind, bool warn)
     int err = prof_write(path);
     lock_release(&prof_lock);
     if (err) {
-        /* (strerror may translate, and so allocate) */
         if (warn) {
-            const char *pieces[] = { "cannot write the heap profile ", path, " (errno ", report_fmt_u64(tmp, (uint64_t)err, 0),
-                                     ")" };
+            const char *pieces[] = { "cannot write the heap profile ", path, ": ", report_strerror(err, tmp) };
             report_line(pieces, ARRAY_SIZE(pieces));
         }
         return err;
@@ -1211,18 +1208,9 @@ void prof_boot(void)
     }
     prof_stack_cur = (uintptr_t)stacks;
     prof_stack_end = prof_stack_cur + PROF_STACK_CHUNK;
-    /* backtrace()'s first call loads libgcc_s and allocates: not inside a sample. */
-    void *v[4];
+    /* The unwinder's first look-up may load libgcc_s and allocates: not inside a sample. */
     prof_tls.busy = 1;
-    backtrace(v, 4);
-    /* Loaded by now: its unwinder, found without loading anything. */
-    void *gcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (gcc) {
-        prof_get_ip = (prof_get_fn)dlsym(gcc, "_Unwind_GetIP");
-        prof_get_cfa = (prof_get_fn)dlsym(gcc, "_Unwind_GetCFA");
-        if (prof_get_ip && prof_get_cfa)
-            prof_unwind = (prof_unwind_fn)dlsym(gcc, "_Unwind_Backtrace");
-    }
+    os_unwind_boot();
     prof_tls.busy = 0;
     ATOMIC_STORE_REL(&prof_set.ready, 1);
     /* This thread's allocations while tide started (these above among them) found the

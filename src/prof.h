@@ -124,7 +124,7 @@ double prof_one_minus_exp_neg(double x) TIDE_HIDDEN;
 /* tide_prof_dump(): 0 or an errno value (ENOENT with the profiler off). */
 int prof_dump(const char *path);
 
-/* Start-up (after the heap exists: backtrace()'s first call allocates), exit (prof_final)
+/* Start-up (after the heap exists: finding the unwinder may load it, and allocate), exit (prof_final)
  * and fork. */
 void prof_boot(void);
 void prof_exit(void);

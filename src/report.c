@@ -27,6 +27,21 @@ char *report_fmt_u64(char *buf, uint64_t v, int hex)
     return buf;
 }
 
+const char *report_strerror(int err, char buf[24])
+{
+    const char *text = strerrordesc_np(err);
+    if (text)
+        return text;
+    memcpy(buf, "errno ", 6);
+    if (err < 0) {
+        buf[6] = '-';
+        report_fmt_u64(buf + 7, (uint64_t)-(int64_t)err, 0);
+    } else {
+        report_fmt_u64(buf + 6, (uint64_t)err, 0);
+    }
+    return buf;
+}
+
 void report_line(const char *const *pieces, size_t n)
 {
     char line[512];

@@ -39,5 +39,9 @@ __attribute__((noreturn, cold)) void report_internal(const char *file, int line,
 void report_line(const char *const *pieces, size_t n);
 /* Format V in decimal (or hex with 0x when HEX) into BUF; returns BUF. */
 char *report_fmt_u64(char *buf, uint64_t v, int hex);
+/* The text of errno value ERR ("No such file or directory"), or "errno N" in BUF for a
+ * number glibc does not know.  Untranslated, constant (glibc 2.32's strerrordesc_np):
+ * no allocation, no lock, async-signal-safe, where strerror may load a translation. */
+const char *report_strerror(int err, char buf[24]);
 
 #endif

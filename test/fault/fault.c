@@ -1573,8 +1573,8 @@ Test(fault, guard_einval_warns_once_and_runs_without_guard_pages, .timeout = 60)
     void *v[32];
     char *err = NULL;
     tt_capture(guard_einval_run, v, NULL, &err);
-    cr_expect_str_eq(err, "tide: guard pages are not available here (MADV_GUARD_INSTALL: EINVAL; Linux 6.13 has "
-                          "them): running without them\n");
+    cr_expect_str_eq(err, "tide: guard pages are not available here (MADV_GUARD_INSTALL: Invalid argument; Linux 6.13 "
+                          "has them): running without them\n");
     free(err);
     tide_stats_t s = tt_stats();
     /* At most the one page the first guarded block or slab was carved with is left. */

@@ -72,7 +72,8 @@ test_system_purge_probe_LDFLAGS = -no-install
 test_system_purge_SOURCES = test/system/purge.c $(tide_test_support)
 test_system_purge_CPPFLAGS = $(rel_cppflags) $(CRITERION_CFLAGS) \
 	-DPROBE_PATH=\"$(abs_top_builddir)/test/system/purge_probe\" \
-	-DTIDE_WRAPPER=\"$(abs_top_builddir)/src/tide\" -DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\"
+	-DTIDE_WRAPPER=\"$(abs_top_builddir)/src/tide\" -DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\" \
+	-DTIDE_LA=\"$(abs_top_builddir)/src/libtide.la\"
 test_system_purge_LDADD = src/libtide.la $(CRITERION_LIBS)
 test_system_purge_LDFLAGS = -no-install
 EXTRA_test_system_purge_DEPENDENCIES = test/system/purge_probe$(EXEEXT)
@@ -136,6 +137,21 @@ test_system_mapcount_CPPFLAGS = $(rel_cppflags)
 test_system_mapcount_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
 test_system_mapcount_LDFLAGS = $(rel_ldflags)
 test_system_mapcount_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+endif
+
+# Static programs (gcc -static with src/.libs/libtide.a), linked at check time from the
+# sources of other suites' probes, with the configured compiler and flags (the UBSan build's
+# too): the link's messages, the default settings, prof:on and guard_sample.
+if HAVE_CRITERION
+check_PROGRAMS += test/system/static
+TESTS += test/system/static
+test_system_static_SOURCES = test/system/static.c $(tide_test_support)
+test_system_static_CPPFLAGS = $(rel_cppflags) -DTIDE_CC='"$(CC)"' -DTIDE_STATIC_FLAGS='"$(CFLAGS) $(LDFLAGS)"' \
+	-DTIDE_STATIC_LIB=\"$(abs_top_builddir)/src/.libs/libtide.a\" -DTIDE_TOP_SRCDIR=\"$(abs_top_srcdir)\" \
+	-DTIDE_TEST_SRCDIR=\"$(abs_top_srcdir)/test\"
+test_system_static_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
+test_system_static_LDFLAGS = $(rel_ldflags)
+test_system_static_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
 endif
 
 # guard:on and guard_sample: the faults tide's SIGSEGV handler reports (test/system/guard_probe

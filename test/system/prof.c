@@ -595,6 +595,25 @@ Test(prof, dump_reports_the_error_of_writing, .timeout = 60)
     tt_child_free(&r);
 }
 
+/* A profile that cannot be written (here into a folder that does not exist) gets one line
+ * naming the file and why, in words ("errno 2" before). */
+Test(prof, a_profile_that_cannot_be_written_says_why_in_words, .timeout = 60)
+{
+    char lib[600];
+    snprintf(lib, sizeof lib, "TIDE_LIB=%s", TIDE_SO);
+    const char *argv[] = { TIDE_WRAPPER, "--prof", "/nonexistent-dir/x", "--", PROF_PROBE, "grow", "1", NULL };
+    struct tt_child r = run(argv, NULL, (const char *[]){ lib, NULL });
+    char how[128];
+    cr_expect(tt_child_exited(&r, 0), "tide --prof %s:\n%s", tt_child_how(&r, how, sizeof how), r.err);
+    static const char head[] = "tide: cannot write the heap profile /nonexistent-dir/x.",
+                      tail[] = ".f.heap: No such file or directory\n";
+    size_t n = strlen(r.err);
+    cr_expect(strncmp(r.err, head, sizeof head - 1) == 0 && n > sizeof tail &&
+                  strcmp(r.err + n - (sizeof tail - 1), tail) == 0 && strchr(r.err, '\n') == r.err + n - 1,
+              "want one line \"%s...%s\", got:\n%s", head, tail, r.err);
+    tt_child_free(&r);
+}
+
 Test(prof, wrapper_profiles_with_prof_and_says_how_to_read_it, .timeout = 120)
 {
     char dir[64], prefix[128], lib[600];

@@ -426,6 +426,78 @@ Test(wrapper, rejects_bad_usage, .timeout = 30)
     tt_child_free(&c);
 }
 
+/* A command the wrapper cannot run: one line of its own and a shell's status, not the
+ * shell's message (which named the script's line: "tide: 78: exec: foo: not found"). */
+Test(wrapper, says_in_one_line_of_its_own_why_a_command_cannot_run, .timeout = 60)
+{
+    char dir[] = "/tmp/tide-wrapper-XXXXXX", plain[64], path_env[4200], want[256];
+    cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    snprintf(plain, sizeof plain, "%s/plain", dir); /* a file, not executable */
+    FILE *f = fopen(plain, "w");
+    cr_assert(f && fputs("#!/bin/sh\nexit 0\n", f) >= 0 && fclose(f) == 0);
+    snprintf(path_env, sizeof path_env, "PATH=%s:%s", dir, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    static const struct {
+        const char *cmd, *why;
+        int status;
+        bool in_dir; /* CMD is a name in DIR, DIR first in PATH */
+    } cases[] = {
+        { "tide-no-such-command", "command not found", 127, false },
+        { "/nonexistent-dir/prog", "No such file or directory", 127, false },
+        { "/", "Is a directory", 126, false },
+        { NULL, "Permission denied", 126, false }, /* the file by its path */
+        { "plain", "Permission denied", 126, true }, /* by its name, through PATH */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *cmd = cases[i].cmd ? cases[i].cmd : plain;
+        const char *argv[] = { "tide", "--", cmd, "arg", NULL };
+        const char *env[] = { "TIDE_LIB=" TIDE_LIB, cases[i].in_dir ? path_env : NULL, NULL };
+        struct tt_child_spec spec = { .path = TIDE_WRAPPER, .argv = argv, .env = env };
+        struct tt_child c;
+        cr_assert(tt_child_run(&spec, &c) == 0);
+        char how[128];
+        snprintf(want, sizeof want, "tide: %s: %s\n", cmd, cases[i].why);
+        cr_expect(tt_child_exited(&c, cases[i].status), "tide -- %s %s, want status %d", cmd,
+                  tt_child_how(&c, how, sizeof how), cases[i].status);
+        cr_expect_str_eq(c.err, want, "tide -- %s said \"%s\", want \"%s\"", cmd, c.err, want);
+        tt_child_free(&c);
+    }
+    unlink(plain);
+    rmdir(dir);
+}
+
+/* The library by its runtime name, libtide.so.0 (libtool's dlname), which an installation
+ * without the development files has: not the libtide.so link only those ship. */
+Test(wrapper, preloads_the_library_by_its_runtime_name, .timeout = 30)
+{
+    char *la = tt_read_file(TIDE_LA, NULL);
+    cr_assert(la, "cannot read %s", TIDE_LA);
+    const char *d = strstr(la, "\ndlname='");
+    cr_assert(d, "no dlname in %s", TIDE_LA);
+    char soname[128];
+    cr_assert(sscanf(d, "\ndlname='%127[^']'", soname) == 1);
+    free(la);
+    /* No TIDE_LIB: the installed library, or a line saying it is not there. */
+    const char *argv[] = { "tide", "--", "sh", "-c", "printf %s \"$LD_PRELOAD\"", NULL };
+    const char *env[] = { "TIDE_LIB", NULL };
+    struct tt_child_spec spec = { .path = TIDE_WRAPPER, .argv = argv, .env = env };
+    struct tt_child c;
+    cr_assert(tt_child_run(&spec, &c) == 0);
+    char lib[512] = "", how[128];
+    if (tt_child_exited(&c, 0)) {
+        snprintf(lib, sizeof lib, "%s", c.out);
+        char *sp = strchr(lib, ' ');
+        if (sp)
+            *sp = '\0';
+    } else {
+        cr_expect(tt_child_exited(&c, 127), "tide -- sh %s:\n%s", tt_child_how(&c, how, sizeof how), c.err);
+        cr_expect(sscanf(c.err, "tide: %511s not found (set TIDE_LIB)", lib) == 1, "tide said \"%s\"", c.err);
+    }
+    const char *base = strrchr(lib, '/');
+    cr_expect(lib[0] == '/' && base && strcmp(base + 1, soname) == 0, "tide preloads \"%s\", not the library's %s",
+              lib, soname);
+    tt_child_free(&c);
+}
+
 /* ---- TIDE_CONF ----------------------------------------------------------------------- */
 
 static const struct {
