@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,18 @@ static void *hide(void *p)
 {
     sink = p;
     return sink;
+}
+
+/* After a double free with other frees between: tide finds it where the block is taken
+ * next, no later than the malloc that would hand it out again (free loads nothing from
+ * the block).  Allocate blocks of SIZE until P comes back twice (that is the bug), then
+ * give every cached block back (malloc_trim: a copy still listed is found there). */
+static void malloc_until_twice(void *p, size_t size)
+{
+    unsigned seen = 0;
+    for (unsigned i = 0; i < 100000 && seen < 2; i++)
+        seen += tide_malloc(size) == p;
+    tide_malloc_trim(0);
 }
 
 static void *second_thread_free(void *p)
@@ -59,6 +72,7 @@ static int run(const char *c)
         tide_free(p);
         tide_malloc_trim(0);
         tide_free(hide(p));
+        malloc_until_twice(p, 48);
         tide_free(keep);
     } else if (!strcmp(c, "double_free_small_nocache")) {
         /* With tcache:off the first free returns the region to its slab at once. */
@@ -93,6 +107,7 @@ static int run(const char *c)
         pthread_create(&t, NULL, second_thread_free, p);
         pthread_join(t, NULL);
         tide_free(hide(p));
+        malloc_until_twice(p, 64);
         tide_free(keep);
     } else if (!strcmp(c, "invalid_free_stack")) {
         char buf[64];
@@ -297,6 +312,15 @@ int main(int argc, char **argv)
     if (argc != 2) {
         fprintf(stderr, "usage: misuse_helper CASE\n");
         return 2;
+    }
+    /* On one CPU: a thread's refills and flushes meet the arena of the CPU it runs on, and
+     * the cases found at a refill need the block's own arena. */
+    int cpu = sched_getcpu();
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        sched_setaffinity(0, sizeof set, &set);
     }
     return run(argv[1]);
 }
