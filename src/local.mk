@@ -21,6 +21,7 @@ src_libtide_la_SOURCES = \
 	src/conf.h src/conf.c \
 	src/stats.h src/stats.c \
 	src/report.h src/report.c \
+	src/cxx.h src/cxx.c \
 	src/check.h src/check.c \
 	src/init.h src/init.c \
 	src/malloc.c \
@@ -28,9 +29,11 @@ src_libtide_la_SOURCES = \
 nodist_src_libtide_la_SOURCES = src/size_class_table.h
 src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS) \
 	$(TIDE_DEBUG_CPPFLAGS)
+# -fasynchronous-unwind-tables (gcc's default on x86_64): a C++ exception thrown by a
+# new-handler, or std::bad_alloc, passes through tide's frames by their unwind tables (cxx.c).
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec -fno-tree-slp-vectorize \
 	-fno-semantic-interposition -fno-plt -fno-builtin-malloc -fno-builtin-free \
-	-fno-builtin-calloc -fno-builtin-realloc
+	-fno-builtin-calloc -fno-builtin-realloc -fasynchronous-unwind-tables
 src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now -Wl,-z,relro
 src_libtide_la_LIBADD = $(PTHREAD_LIBS)
 
