@@ -34,7 +34,9 @@ src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/s
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec -fno-tree-slp-vectorize \
 	-fno-semantic-interposition -fno-plt -fno-builtin-malloc -fno-builtin-free \
 	-fno-builtin-calloc -fno-builtin-realloc -fasynchronous-unwind-tables
-src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now -Wl,-z,relro
+# src/libtide.ver: tide_ names versioned (TIDE_0.1), the malloc family and C++'s operators
+# unversioned, so that they replace libc's and libstdc++'s (the script says why).
+src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now -Wl,-z,relro -Wl,--version-script=$(srcdir)/src/libtide.ver
 src_libtide_la_LIBADD = $(PTHREAD_LIBS)
 
 # The size-class table is computed at build time.
@@ -60,5 +62,5 @@ src_libtide_la_LINK = LD='$(LD)' OBJCOPY='$(OBJCOPY)' AR='$(AR)' RANLIB='$(RANLI
 	$(SHELL) $(top_srcdir)/tools/link_localized.sh \
 	$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) --mode=link $(CCLD) \
 	$(src_libtide_la_CFLAGS) $(CFLAGS) $(src_libtide_la_LDFLAGS) $(LDFLAGS) -o $@
-EXTRA_src_libtide_la_DEPENDENCIES = $(top_srcdir)/tools/link_localized.sh
-EXTRA_DIST += tools/link_localized.sh
+EXTRA_src_libtide_la_DEPENDENCIES = $(top_srcdir)/tools/link_localized.sh $(srcdir)/src/libtide.ver
+EXTRA_DIST += tools/link_localized.sh src/libtide.ver
