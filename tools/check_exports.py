@@ -19,7 +19,8 @@ The check fails, one line per name, when
     no longer replace libc's or libstdc++'s;
   - libtide.so needs (readelf -d, NEEDED) a library other than libc (and libpthread),
     or refers to a symbol outside glibc that is not weak (libstdc++'s, the unwinder's:
-    a strong one would stop libtide from loading into a C program).
+    a strong one would stop libtide from loading into a C program); a build with
+    UBSan (TIDE_UBSAN=yes; make check sets it) may need UBSan's runtime besides.
 
 Run from the build directory (make check does); srcdir comes from the environment
 (the test harness sets it) or --srcdir, nm and readelf from $NM and $READELF.  Exit
@@ -214,11 +215,14 @@ def main():
             have, want = dyn[name][0], versioned.get(name, '')
             if have != want:
                 fail('%s: %s has version %s, want %s' % (shared, name, have or 'none', want or 'none'))
+        ubsan = os.environ.get('TIDE_UBSAN', 'no') == 'yes'
         libs_needed = needed(readelf, shared)
         for lib in libs_needed:
-            if not re.match(r'lib(c|pthread)\.so\.', lib):
+            if not re.match(r'lib(c|pthread)\.so\.', lib) and not (ubsan and lib.startswith('libubsan.so.')):
                 fail('%s: needs %s; it may need libc (and libpthread) only' % (shared, lib))
         for name, (version, defined, weak) in sorted(dyn.items()):
+            if ubsan and name.startswith('__ubsan_'):
+                continue
             if not defined and not weak and not version.startswith('GLIBC_'):
                 fail('%s: refers to %s%s, which is not glibc\'s, with a strong reference (make it weak)'
                      % (shared, name, '@' + version if version else ''))
