@@ -128,19 +128,6 @@ void tide_stats_print(int json);
  * invariant on stderr and returns -1.  Takes every lock: for tests and debugging. */
 int tide_check(void);
 
-/* Test builds only (./configure --enable-fault-injection): after SKIP successful calls,
- * make the next COUNT operating-system calls of kind OP fail with ENOMEM: OP 0 = mapping
- * or growing a range, 1 = purging (madvise/process_madvise), 2 = moving pages (mremap),
- * 3 = healing a moved block (mmap); or behave as an older kernel: 4 = process_madvise
- * fails with ENOSYS (before Linux 5.10), 5 = process_madvise on PIDFD_SELF fails with
- * EBADF (before 6.14); or 6 = a purge that worked holds its caller after its system call
- * until tide_fault_inject(6, ...) is called again; 7 = the overcommit probe (the kernel's
- * policy refuses a large request); 8 = unmapping the free tail of a range; 9 = installing
- * a guard page (EINVAL, as before Linux 6.13); or, the other way round, 10 = naming a
- * mapping behaves as on a kernel with CONFIG_ANON_VMA_NAME (the call works, and is not
- * made).  Returns 0, or -1 with errno ENOSYS in other builds. */
-int tide_fault_inject(int op, long skip, long count);
-
 /* The address ranges tide owns: fills up to MAX [lo, hi) pairs, returns how many exist. */
 size_t tide_ranges(uintptr_t (*out)[2], size_t max);
 

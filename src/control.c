@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* control.c - tide's own interface beyond the malloc family: settings, purging,
- * statistics, the heap check, the ranges, fault injection (include/tide.h). */
+ * statistics, the heap check, the ranges (include/tide.h); and in the fault-injection builds
+ * the tests' hook into the OS layer. */
 #include <errno.h>
 #include <string.h>
 
@@ -97,17 +98,17 @@ TIDE_EXPORT int tide_prof_dump(const char *path)
 
 TIDE_EXPORT int tide_check(void) { return init_ensure() && check_heap() != 0 ? -1 : 0; }
 
-TIDE_EXPORT int tide_fault_inject(int op, long skip, long count)
-{
 #ifdef TIDE_FAULT_INJECTION
+/* The test hook of the fault-injection builds (test/libtide_fault.la, ./configure
+ * --enable-fault-injection), declared for the tests in test/support/fault_inject.h. */
+TIDE_TEST_EXPORT int tide_fault_inject(int op, long skip, long count);
+TIDE_TEST_EXPORT int tide_fault_inject(int op, long skip, long count)
+{
     if (op >= 0 && op < OS_OP_COUNT) {
         os_fault_set((os_op_t)op, skip, count);
         return 0;
     }
     errno = EINVAL;
-#else
-    (void)op, (void)skip, (void)count;
-    errno = ENOSYS;
-#endif
     return -1;
 }
+#endif

@@ -21,6 +21,7 @@ src_libtide_la_SOURCES = \
 	src/conf.h src/conf.c \
 	src/stats.h src/stats.c \
 	src/report.h src/report.c \
+	src/cxx.h src/cxx.c \
 	src/check.h src/check.c \
 	src/init.h src/init.c \
 	src/malloc.c \
@@ -28,10 +29,14 @@ src_libtide_la_SOURCES = \
 nodist_src_libtide_la_SOURCES = src/size_class_table.h
 src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS) \
 	$(TIDE_DEBUG_CPPFLAGS)
+# -fasynchronous-unwind-tables (gcc's default on x86_64): a C++ exception thrown by a
+# new-handler, or std::bad_alloc, passes through tide's frames by their unwind tables (cxx.c).
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec -fno-tree-slp-vectorize \
 	-fno-semantic-interposition -fno-plt -fno-builtin-malloc -fno-builtin-free \
-	-fno-builtin-calloc -fno-builtin-realloc
-src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now -Wl,-z,relro
+	-fno-builtin-calloc -fno-builtin-realloc -fasynchronous-unwind-tables
+# src/libtide.ver: tide_ names versioned (TIDE_0.1), the malloc family and C++'s operators
+# unversioned, so that they replace libc's and libstdc++'s (the script says why).
+src_libtide_la_LDFLAGS = -version-info 0:0:0 -Wl,-z,now -Wl,-z,relro -Wl,--version-script=$(srcdir)/src/libtide.ver
 src_libtide_la_LIBADD = $(PTHREAD_LIBS)
 
 # The size-class table is computed at build time.
@@ -62,5 +67,5 @@ src_libtide_la_LINK = LD='$(LD)' OBJCOPY='$(OBJCOPY)' AR='$(AR)' RANLIB='$(RANLI
 	$(SHELL) $(top_srcdir)/tools/link_localized.sh \
 	$(LIBTOOL) $(AM_V_lt) --tag=CC $(AM_LIBTOOLFLAGS) $(LIBTOOLFLAGS) --mode=link $(CCLD) \
 	$(src_libtide_la_CFLAGS) $(CFLAGS) $(src_libtide_la_LDFLAGS) $(LDFLAGS) -o $@
-EXTRA_src_libtide_la_DEPENDENCIES = $(top_srcdir)/tools/link_localized.sh
-EXTRA_DIST += tools/link_localized.sh
+EXTRA_src_libtide_la_DEPENDENCIES = $(top_srcdir)/tools/link_localized.sh $(srcdir)/src/libtide.ver
+EXTRA_DIST += tools/link_localized.sh src/libtide.ver

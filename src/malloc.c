@@ -10,7 +10,10 @@
  * sample takes the frame record of the entry point, which is either the entry point
  * itself or a noinline function it tail-calls (ENTRY_FRAME() there gives that function
  * a frame pointer, and its frame record holds the caller's frame pointer and return
- * address).  The fast paths stay without a frame. */
+ * address).  The fast paths stay without a frame.
+ *
+ * C++'s operators new and delete are here too, under their Itanium names: they are the
+ * same fast paths with other slow ones (the new-handler, std::bad_alloc: cxx.h). */
 #include <errno.h>
 #include <malloc.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 #include "tide.h"
 
 #include "conf.h"
+#include "cxx.h"
 #include "extent.h"
 #include "freelist.h"
 #include "guard.h"
@@ -729,3 +733,86 @@ TIDE_EXPORT struct mallinfo mallinfo(void)
     return m;
 }
 
+
+/* ---- C++: operators new and delete --------------------------------------------------------- */
+
+/* The twenty that libstdc++ defines for x86_64, under their Itanium names, as the C++
+ * standard has them ([new.delete]): new returns a block or throws std::bad_alloc, after
+ * the program's new-handler could not make room (cxx.h); the nothrow forms return NULL
+ * instead; new(0) is a block of its own, as malloc(0).  The fast paths are malloc's, and
+ * free's and free_sized's: sized delete is free_sized (its size is what new was asked
+ * for), so a size that does not fit the block aborts with free_sized's report.  An
+ * alignment that is no power of two fails, without the handler, as libstdc++'s does. */
+
+/* operator new of SIZE bytes aligned to ALIGN (at most the quantum: malloc's), after the
+ * fast path failed or was not tried: the allocation, then the new-handler's loop; NULL or
+ * std::bad_alloc when both fail. */
+static TIDE_NOINLINE void *new_slow(size_t size, size_t align, bool nothrow)
+{
+    void *frame = ENTRY_FRAME(), *p = NULL;
+    if (likely(IS_POW2(align))) {
+        p = align <= QUANTUM ? malloc_any(size, false, frame) : aligned_alloc_impl(align, size, frame);
+        while (unlikely(!p) && cxx_new_handler_run(nothrow))
+            p = align <= QUANTUM ? malloc_framed(size, frame) : aligned_alloc_impl(align, size, frame);
+    }
+    if (unlikely(!p) && !nothrow)
+        cxx_throw_bad_alloc();
+    return FRAMED(p);
+}
+
+/* malloc's fast path for the alignments it gives, then new_slow (a tail call: its frame
+ * record holds the program's return address, as malloc_slow's). */
+TIDE_INLINE void *new_impl(size_t size, size_t align, bool nothrow)
+{
+    if (likely(IS_POW2(align) && align <= QUANTUM && size <= SC_LOOKUP_MAX)) {
+        void *p = cache_pop(size);
+        if (likely(p != NULL)) {
+            IN_RETURN_REG(p);
+            return p;
+        }
+    }
+    return new_slow(size, align, nothrow);
+}
+
+/* operator new(size_t), operator new(size_t, const std::nothrow_t &) */
+TIDE_EXPORT TIDE_FAST_ENTRY void *_Znwm(size_t size) { return new_impl(size, 1, false); }
+TIDE_EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *nothrow_tag)
+{
+    (void)nothrow_tag;
+    return new_impl(size, 1, true);
+}
+/* operator new(size_t, std::align_val_t), and with const std::nothrow_t & */
+TIDE_EXPORT void *_ZnwmSt11align_val_t(size_t size, size_t align) { return new_impl(size, align, false); }
+TIDE_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow_tag)
+{
+    (void)nothrow_tag;
+    return new_impl(size, align, true);
+}
+/* operator delete(void *, size_t, std::align_val_t): free_aligned_sized, whose arguments
+ * come in another order. */
+TIDE_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t align)
+{
+    if (likely(align <= QUANTUM && cache_push(p, size, true)))
+        return;
+    free_aligned_sized_slow(p, align, size);
+}
+
+/* new[] and delete[] are new and delete (the standard's default behaviour). */
+TIDE_ALIAS(_Znam, _Znwm);
+TIDE_ALIAS(_ZnamRKSt9nothrow_t, _ZnwmRKSt9nothrow_t);
+TIDE_ALIAS(_ZnamSt11align_val_t, _ZnwmSt11align_val_t);
+TIDE_ALIAS(_ZnamSt11align_val_tRKSt9nothrow_t, _ZnwmSt11align_val_tRKSt9nothrow_t);
+/* operator delete(void *) and delete[], and their nothrow and aligned forms: free (the
+ * extra arguments are not read). */
+TIDE_ALIAS(_ZdlPv, tide_free);
+TIDE_ALIAS(_ZdaPv, tide_free);
+TIDE_ALIAS(_ZdlPvRKSt9nothrow_t, tide_free);
+TIDE_ALIAS(_ZdaPvRKSt9nothrow_t, tide_free);
+TIDE_ALIAS(_ZdlPvSt11align_val_t, tide_free);
+TIDE_ALIAS(_ZdaPvSt11align_val_t, tide_free);
+TIDE_ALIAS(_ZdlPvSt11align_val_tRKSt9nothrow_t, tide_free);
+TIDE_ALIAS(_ZdaPvSt11align_val_tRKSt9nothrow_t, tide_free);
+/* operator delete(void *, size_t) and delete[]: free_sized. */
+TIDE_ALIAS(_ZdlPvm, tide_free_sized);
+TIDE_ALIAS(_ZdaPvm, tide_free_sized);
+TIDE_ALIAS(_ZdaPvmSt11align_val_t, _ZdlPvmSt11align_val_t);

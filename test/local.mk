@@ -23,6 +23,7 @@ tide_test_glibc = $(filter glibc,$(TEST_ALLOC))
 
 # The helper header and the child runner, compiled into the programs that use them.
 tide_test_support = test/support/support.h test/support/child.h test/support/child.c
+EXTRA_DIST += test/support/fault_inject.h
 
 tide_test_ldadd = $(if $(tide_test_glibc),,src/libtide.la) $(CRITERION_LIBS) $(PTHREAD_LIBS)
 tide_test_cppflags = $(AM_CPPFLAGS) -DTIDE_TEST_DUAL -I$(top_builddir)/test/support -I$(top_srcdir)/test/support \

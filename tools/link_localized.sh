@@ -9,8 +9,11 @@
 # cross-file internal global, so a program linked with it that had its own `conf` or
 # `rb_erase` collided with tide's.  Once the objects are one, those references are
 # resolved inside it and the names can be local; the default-visibility names (tide's
-# API and the malloc family) stay global.  Sections are kept as they are: TLS,
-# .init_array and .fini_array work as before.
+# API, the malloc family and C++'s operators) stay global: the names libtide.so exports,
+# whose tide_ ones src/libtide.ver versions (tools/check_exports.py checks that the two
+# libraries and the script agree).  Sections are kept as they are: TLS, .init_array,
+# .fini_array and the unwind tables (.eh_frame, and the personality routine of the C++
+# operators' nothrow forms, src/cxx.c) work as before.
 #
 # LD, OBJCOPY, AR and RANLIB come from the environment (configure's values).
 set -u

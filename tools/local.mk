@@ -1,10 +1,15 @@
 # SPDX-License-Identifier: MIT
 # tools/: checks make check runs on the built tree.
 
-# libtide.a and libtide.so define exactly the TIDE_EXPORT and TIDE_ALIAS names of src/.
+# libtide.a and libtide.so define exactly the TIDE_EXPORT and TIDE_ALIAS names of src/
+# (and the test hooks, TIDE_TEST_EXPORT, in a build with fault injection); libtide.so
+# versions them as src/libtide.ver says and needs nothing but libc (and, built with
+# --enable-ubsan, UBSan's runtime).
 TESTS += tools/check_exports.py
 EXTRA_DIST += tools/check_exports.py
-AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM;
+AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM; \
+	TIDE_FAULT_INJECTION='$(if $(TIDE_FAULT_CPPFLAGS),yes,no)'; export TIDE_FAULT_INJECTION; \
+	TIDE_UBSAN='$(rel_in_ubsan)'; export TIDE_UBSAN;
 
 # src/ files include and call only files of their row of docs/architecture.md's layer
 # table or below (make check; `make check-layers` alone; tools/check_layers.py says how).  It reads the

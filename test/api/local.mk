@@ -12,6 +12,29 @@ test_api_api_CFLAGS = $(tide_test_cflags)
 test_api_api_LDFLAGS = -no-install
 test_api_api_LDADD = $(tide_test_ldadd) -ldl
 
+# C++'s operators new and delete: every form, alignment, std::bad_alloc, the new-handler,
+# sized delete.  A C++ program (Criterion works from C++) linked with libtide, whatever
+# TEST_ALLOC says: the operators are tide's own.
+check_PROGRAMS += test/api/cxx
+TESTS += test/api/cxx
+test_api_cxx_SOURCES = test/api/cxx.cc test/support/child.h test/support/child.c
+test_api_cxx_CPPFLAGS = $(rel_cppflags)
+test_api_cxx_CFLAGS = $(rel_cflags)
+test_api_cxx_CXXFLAGS = -std=gnu++17 -Wall -Wextra -O2 -g $(CRITERION_CFLAGS)
+test_api_cxx_LDFLAGS = $(rel_ldflags)
+test_api_cxx_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+# The same linked with libtide.a (libtool's -static: the uninstalled archive, one object
+# with its internal names made local): the operators, the personality routine of the
+# nothrow forms and the weak references to libstdc++ work from there too.
+check_PROGRAMS += test/api/cxx_static
+TESTS += test/api/cxx_static
+test_api_cxx_static_SOURCES = $(test_api_cxx_SOURCES)
+test_api_cxx_static_CPPFLAGS = $(test_api_cxx_CPPFLAGS)
+test_api_cxx_static_CFLAGS = $(test_api_cxx_CFLAGS)
+test_api_cxx_static_CXXFLAGS = $(test_api_cxx_CXXFLAGS)
+test_api_cxx_static_LDFLAGS = $(rel_ldflags) -static
+test_api_cxx_static_LDADD = $(test_api_cxx_LDADD)
+
 # Wild, interior and double frees: each run in a forked child that must abort with the line.
 test_api_misuse_SOURCES = test/api/misuse.c $(tide_test_support)
 test_api_misuse_CPPFLAGS = $(tide_test_cppflags)

@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fault_inject.h"
 #include "support.h"
 
 enum {

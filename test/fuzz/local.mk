@@ -6,12 +6,18 @@ FUZZ_SECONDS = 60
 # ---- libFuzzer targets (clang) -----------------------------------------------------------------
 # Built with $(FUZZ_CC) outside automake's rules (the rest of the tree builds with $(CC)).
 # fuzz_conf links conf.c, report.c and os.c; fuzz_api links all of tide with its glibc names
-# made local (objcopy), so that only the explicit tide_* calls of the target use tide.
+# and C++'s operators made local (objcopy), so that only the explicit tide_* calls of the
+# target use tide (libFuzzer is C++: its new and delete stay libstdc++'s).
 FUZZ_CFLAGS = -g -O1 -std=gnu11 -D_GNU_SOURCE -DTIDE_DEBUG -fsanitize=fuzzer,undefined -fno-sanitize-recover=undefined \
 	-I$(top_srcdir)/include -I$(top_srcdir)/src -I$(top_builddir)/src
 fuzz_tide_sources = $(filter-out src/malloc.c,$(filter %.c,$(src_libtide_la_SOURCES)))
 fuzz_glibc_names = malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc \
-	pvalloc malloc_usable_size free_sized free_aligned_sized malloc_trim mallinfo mallinfo2 malloc_stats cfree
+	pvalloc malloc_usable_size free_sized free_aligned_sized malloc_trim mallinfo mallinfo2 malloc_stats cfree \
+	_Znwm _Znam _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t _ZnamSt11align_val_t \
+	_ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t _ZdlPv _ZdaPv _ZdlPvm _ZdaPvm \
+	_ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t _ZdlPvSt11align_val_t _ZdaPvSt11align_val_t \
+	_ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t _ZdlPvSt11align_val_tRKSt9nothrow_t \
+	_ZdaPvSt11align_val_tRKSt9nothrow_t
 EXTRA_DIST += test/fuzz/run.sh test/fuzz/fuzz_conf.c test/fuzz/fuzz_api.c test/fuzz/conf.dict \
 	test/fuzz/corpus test/fuzz/.gitignore
 CLEANFILES += test/fuzz/fuzz_conf test/fuzz/fuzz_api test/fuzz/tide_malloc.o test/fuzz/*.fuzz.log

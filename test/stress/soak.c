@@ -42,6 +42,9 @@
 #include <unistd.h>
 
 #include "tide.h"
+#ifdef SOAK_FAULTS
+#include "fault_inject.h" /* (soak_fault links test/libtide_fault.la) */
+#endif
 
 #define NSLOTS 2048
 #define MAX_SIZE ((size_t)64 << 20)

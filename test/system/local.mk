@@ -27,12 +27,22 @@ test_system_fork_probe_LDADD = src/libtide.la $(PTHREAD_LIBS) -ldl
 # Real programs (python3, sort, gcc, git) with LD_PRELOAD=libtide.so behave as without it.
 test_system_preload_SOURCES = test/system/preload.c $(tide_test_support)
 test_system_preload_CPPFLAGS = $(tide_test_cppflags) \
-	-DTIDE_PROBE_SO=\"$(abs_top_builddir)/test/system/.libs/libmallocprobe.so\"
+	-DTIDE_PROBE_SO=\"$(abs_top_builddir)/test/system/.libs/libmallocprobe.so\" \
+	-DCXX_PROBE=\"$(abs_top_builddir)/test/system/cxx_probe$(EXEEXT)\"
 test_system_preload_CFLAGS = $(tide_test_cflags)
 test_system_preload_LDFLAGS = -no-install
 test_system_preload_LDADD = $(tide_test_ldadd)
-# the probe must be built before test/system/preload runs
-EXTRA_test_system_preload_DEPENDENCIES = test/system/libmallocprobe.la
+# the probes must be built before test/system/preload runs
+EXTRA_test_system_preload_DEPENDENCIES = test/system/libmallocprobe.la test/system/cxx_probe$(EXEEXT)
+
+# A C++ program linked with libstdc++ and not with tide: test/system/preload runs it with
+# libtide preloaded, and its operators new and delete must be tide's.
+check_PROGRAMS += test/system/cxx_probe
+test_system_cxx_probe_SOURCES = test/system/cxx_probe.cc
+test_system_cxx_probe_CPPFLAGS = $(AM_CPPFLAGS)
+test_system_cxx_probe_CXXFLAGS = -std=gnu++17 -Wall -Wextra -O2 -g
+test_system_cxx_probe_LDFLAGS = -no-install
+test_system_cxx_probe_LDADD = -ldl
 
 # The probe test/system/preload preloads beside libtide: it records, in every process
 # started, which library serves malloc and whether a fresh malloc lies inside tide_ranges().

@@ -360,3 +360,60 @@ Test(preload, git, .timeout = 180)
     free_run(&b);
     remove_workdir();
 }
+
+/* ---- a C++ program: its operators new and delete are tide's ------------------------------- */
+
+/* test/system/cxx_probe (linked with libstdc++, not with tide) with libtide preloaded when
+ * PRELOADED; its stdout, stderr and status in *C. */
+static void run_cxx_probe(const char *mode, bool preloaded, struct tt_child *c)
+{
+    const char *argv[] = {CXX_PROBE, mode, NULL};
+    struct tt_child_spec spec = {.path = CXX_PROBE, .argv = argv, .preload = preloaded ? TIDE_SO : NULL,
+                                 .timeout_s = 60};
+    cr_assert(tt_child_run(&spec, c) == 0, "cannot run %s: %s", CXX_PROBE, strerror(errno));
+}
+
+Test(preload, cxx_operators_new_and_delete_are_tides, .timeout = 120)
+{
+#ifdef TIDE_TEST_GLIBC
+    cr_skip_test("glibc mode: the operators are libstdc++'s");
+#endif
+    struct tt_child c;
+    char how[128];
+    /* Without tide, each of the twenty is libstdc++'s: the probe sees what the linker did. */
+    run_cxx_probe("ops", false, &c);
+    cr_assert(tt_child_exited(&c, 0), "cxx_probe ops %s:\n%s", tt_child_how(&c, how, sizeof how), c.err);
+    cr_expect(!strstr(c.out, "libtide") && strstr(c.out, "bind _Znwm ") && strstr(c.out, "libstdc++"),
+              "cxx_probe without tide:\n%s", c.out);
+    tt_child_free(&c);
+
+    run_cxx_probe("ops", true, &c);
+    cr_assert(tt_child_exited(&c, 0), "cxx_probe ops (preloaded) %s:\n%s", tt_child_how(&c, how, sizeof how), c.err);
+    int bound = 0;
+    for (const char *l = c.out; (l = strstr(l, "bind ")) != NULL; l++) {
+        const char *nl = strchr(l, '\n');
+        int len = nl ? (int)(nl - l) : (int)strlen(l);
+        cr_expect(memmem(l, (size_t)len, "/libtide.so", 11) != NULL, "not tide's: %.*s", len, l);
+        bound++;
+    }
+    cr_expect(bound == 20, "%d operators listed, want 20:\n%s", bound, c.out);
+    unsigned in = 0, all = 0;
+    const char *b = strstr(c.out, "blocks ");
+    cr_expect(b && sscanf(b, "blocks %u/%u in tide", &in, &all) == 2 && all >= 300 && in == all,
+              "new's blocks not all tide's:\n%s", c.out);
+    cr_expect(strstr(c.out, "aligned yes\n") && strstr(c.out, "large +1 -1\n"), "cxx_probe:\n%s", c.out);
+    tt_report("preload: cxx_probe with libtide preloaded:\n%s", c.out);
+    tt_child_free(&c);
+
+    /* A sized delete reaches tide's free_sized, whose size check aborts. */
+    run_cxx_probe("wrong_size", true, &c);
+    static const char want[] = "tide: free_sized(): size does not match the allocation of 0x";
+    cr_expect(tt_child_signalled(&c, SIGABRT) && strncmp(c.err, want, strlen(want)) == 0,
+              "cxx_probe wrong_size (preloaded) %s, stderr:\n%s", tt_child_how(&c, how, sizeof how), c.err);
+    tt_child_free(&c);
+
+    run_cxx_probe("bad_alloc", true, &c);
+    cr_expect(tt_child_exited(&c, 0) && strcmp(c.out, "bad_alloc\nnullptr\n") == 0,
+              "cxx_probe bad_alloc (preloaded) %s:\n%s%s", tt_child_how(&c, how, sizeof how), c.out, c.err);
+    tt_child_free(&c);
+}

@@ -212,7 +212,11 @@ Test(prof, every_entry_point_records_its_callers_stack, .timeout = 300)
 {
     static const char *const funcs[] = { "call_malloc",   "call_calloc",        "call_realloc", "call_reallocarray",
                                          "call_memalign", "call_aligned_alloc", "call_valloc",  "call_posix_memalign",
-                                         "call_pvalloc",  "call_realloc_grow" };
+                                         "call_pvalloc",  "call_realloc_grow",
+                                         /* operator new's eight forms */
+                                         "call_new", "call_new_array", "call_new_nothrow", "call_new_array_nothrow",
+                                         "call_new_aligned", "call_new_array_aligned", "call_new_aligned_nothrow",
+                                         "call_new_array_aligned_nothrow" };
     for (size_t i = 0; i < ARRAY_SIZE_TT(probes); i++) {
         char dir[64], path[128];
         tmpdir(dir, sizeof dir);

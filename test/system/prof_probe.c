@@ -8,7 +8,8 @@
  *
  *   prof_probe shares PATH     two threads, each 150 MiB live from alloc_big (small
  *                              blocks) and 50 MiB from alloc_small (big ones); dump to PATH
- *   prof_probe entries PATH    4 MiB live through each entry point, from call_<entry>
+ *   prof_probe entries PATH    4 MiB live through each entry point (C++'s operator new
+ *                              too), from call_<entry>
  *   prof_probe fork DIR        children forked beside a thread that allocates; each child
  *                              allocates from a thread of its own and exits (prof_final)
  *   prof_probe empty PATH      a dump before anything is allocated
@@ -187,6 +188,26 @@ ENTRY_FUNC(memalign, memalign(64, n))
 ENTRY_FUNC(aligned_alloc, aligned_alloc(256, n))
 ENTRY_FUNC(valloc, valloc(n))
 
+/* C++'s operator new in its eight forms, by their Itanium names (tide's: the probe links
+ * libtide); the nothrow_t and align_val_t arguments are a reference and a size_t. */
+void *_Znwm(size_t);
+void *_Znam(size_t);
+void *_ZnwmRKSt9nothrow_t(size_t, const void *);
+void *_ZnamRKSt9nothrow_t(size_t, const void *);
+void *_ZnwmSt11align_val_t(size_t, size_t);
+void *_ZnamSt11align_val_t(size_t, size_t);
+void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t, size_t, const void *);
+void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t, size_t, const void *);
+static const char nothrow_tag; /* (std::nothrow: an empty object, never read) */
+ENTRY_FUNC(new, _Znwm(n))
+ENTRY_FUNC(new_array, _Znam(n))
+ENTRY_FUNC(new_nothrow, _ZnwmRKSt9nothrow_t(n, &nothrow_tag))
+ENTRY_FUNC(new_array_nothrow, _ZnamRKSt9nothrow_t(n, &nothrow_tag))
+ENTRY_FUNC(new_aligned, _ZnwmSt11align_val_t(n, 64))
+ENTRY_FUNC(new_array_aligned, _ZnamSt11align_val_t(n, 4096))
+ENTRY_FUNC(new_aligned_nothrow, _ZnwmSt11align_val_tRKSt9nothrow_t(n, 16, &nothrow_tag))
+ENTRY_FUNC(new_array_aligned_nothrow, _ZnamSt11align_val_tRKSt9nothrow_t(n, 256, &nothrow_tag))
+
 __attribute__((noinline)) void call_posix_memalign(void)
 {
     size_t s = 0;
@@ -233,6 +254,14 @@ static int run_entries(const char *path)
     call_valloc();
     call_pvalloc();
     call_realloc_grow();
+    call_new();
+    call_new_array();
+    call_new_nothrow();
+    call_new_array_nothrow();
+    call_new_aligned();
+    call_new_array_aligned();
+    call_new_aligned_nothrow();
+    call_new_array_aligned_nothrow();
     dump(path);
     print_stats();
     return 0;
