@@ -38,10 +38,15 @@ static conf_get_fn *find_conf_get(void)
 #ifndef PROBE_PRELOAD
 #define SLAB_SIZE 3000 /* a class of its own: nothing else here allocates it */
 static void *held[2];
+static unsigned long long slabs_made; /* by the two mallocs themselves */
 
 static void *alloc_one(void *arg)
 {
+    tide_stats_t a, b;
+    tide_stats_get(&a, sizeof a);
     held[(long)arg] = malloc(SLAB_SIZE);
+    tide_stats_get(&b, sizeof b);
+    slabs_made += b.nslabs_made - a.nslabs_made;
     return NULL;
 }
 
@@ -51,15 +56,12 @@ static void *alloc_one(void *arg)
 static int cmd_slabs(int limit)
 {
     int r = limit ? mallopt(M_ARENA_MAX, limit) : -1;
-    tide_stats_t a, b;
-    tide_stats_get(&a, sizeof a);
     for (long i = 0; i < 2; i++) { /* one after the other: each is placed knowing the other's place */
         pthread_t t;
         if (pthread_create(&t, NULL, alloc_one, (void *)i) != 0 || pthread_join(t, NULL) != 0)
             return 2;
     }
-    tide_stats_get(&b, sizeof b);
-    printf("mallopt=%d slabs=%llu\n", r, (unsigned long long)(b.nslabs_made - a.nslabs_made));
+    printf("mallopt=%d slabs=%llu\n", r, slabs_made);
     free(held[0]);
     free(held[1]);
     return 0;
