@@ -37,8 +37,20 @@ void tide_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 int tide_malloc_trim(size_t pad);
 struct mallinfo2 tide_mallinfo2(void);
 void tide_malloc_stats(void);
+/* glibc's mallopt: M_ARENA_MAX (VALUE > 0) limits the arenas threads use from now on and
+ * returns 1; every other parameter tunes glibc's own heap, is ignored, and returns 0. */
+int tide_mallopt(int param, int value);
 
 /* ---- configuration (the keys of TIDE_CONF; TIDE_CONF=help lists them) ---- */
+/* Settings are read at start-up from, in order, each overriding the same key's earlier
+ * value: this string, if the program defines it, e.g.
+ *     const char *tide_malloc_conf = "purge:free,decay_ms:500";
+ * (tide declares it weak: a program linked with -ltide or libtide.a needs nothing more;
+ * one that gets tide through LD_PRELOAD only must export it: link it with -rdynamic);
+ * the system's file, $(sysconfdir)/tide.conf; the environment's TIDE_CONF (not in a
+ * setuid or setgid program).  tide(3) says more. */
+extern const char *tide_malloc_conf;
+
 /* Set KEY to VALUE at run time. Returns 0, or -1 with errno EINVAL (unknown key or bad
  * value, a warning is printed) or EPERM (the key can only be set through TIDE_CONF). */
 int tide_conf_set(const char *key, const char *value);

@@ -12,6 +12,7 @@ man_gen_conf_keys_SOURCES = man/gen_conf_keys.c src/report.c
 
 man_subst = sed -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' \
 	-e 's|@libdir[@]|$(libdir)|g' -e 's|@includedir[@]|$(includedir)|g' \
+	-e 's|@sysconfdir[@]|$(sysconfdir)|g' \
 	-e 's|@pkgconfigdir[@]|$(pkgconfigdir)|g' -e 's|@docdir[@]|$(docdir)|g'
 
 man/tide.1: $(top_srcdir)/man/tide.1.in src/libtide.la Makefile

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* conf.c - parsing TIDE_CONF.
+/* conf.c - tide's settings, from three sources read in order at start-up, each entry
+ * overriding the same key's earlier value: the program's tide_malloc_conf, the system's
+ * file (TIDE_CONF_FILE, $(sysconfdir)/tide.conf) and the TIDE_CONF variable.
  *
  * A table describes every key: its type, limits, default and meaning.  A bad entry
- * gets one warning that names it and what is accepted, and the default stays. */
+ * gets one warning that names its source, the entry and what is accepted, and the key
+ * keeps the value it had before the entry (the default, or an earlier source's), as the
+ * warning says. */
 #include "conf.h"
 
 #include <errno.h>
@@ -50,6 +54,15 @@ typedef struct conf_key_s {
     const char *help;
 } conf_key_t;
 
+/* Where an entry comes from, for its warnings: "TIDE_CONF", "tide_malloc_conf" or the
+ * file's path (LINE > 0: "PATH:LINE"). */
+typedef struct conf_src_s {
+    const char *name;
+    unsigned line;
+    bool at_start; /* start-up; else tide_conf_set() */
+    bool lines;    /* the file's syntax: newlines, # comments, blanks around entries */
+} conf_src_t;
+
 static const char *const purge_names[] = { "none", "dontneed", "free", NULL };
 static const char *const background_names[] = { "off", "on", "auto", NULL };
 
@@ -76,18 +89,18 @@ static const conf_key_t conf_keys[] = {
     { "remap_max", CONF_INT, &conf.remap_max, 0, 4096, NULL, true, "1",
       "moved blocks that may be live at once: tide's range stays within 1 + 2 x remap_max VMAs" },
     { "remap_threshold", CONF_SIZE, &conf.remap_threshold, 64 << 10, (long)1 << 40, NULL, true, "1m",
-      "smallest block whose realloc may move pages with mremap (bytes; k, m, g suffixes)" },
+      "smallest block whose realloc may move pages with mremap (bytes; k, m, g, t suffixes)" },
     { "prof", CONF_BOOL, &conf.prof, 0, 1, NULL, false, "off",
       "the sampling heap profiler: records the call stacks of sampled allocations, for "
       "tide_prof_dump(), prof_final and prof_interval (read the dumps with google-pprof or jeprof)" },
     { "prof_sample", CONF_SIZE, &conf.prof_sample, 1, (long)1 << 40, NULL, false, "512k",
       "with prof:on, the mean bytes allocated between two samples (exponential intervals, drawn per "
-      "thread; bytes, k, m, g suffixes)" },
+      "thread; bytes, k, m, g, t suffixes)" },
     { "prof_final", CONF_BOOL, &conf.prof_final, 0, 1, NULL, false, "off",
       "with prof:on, dump the heap profile at exit, to PREFIX.PID.SEQ.f.heap" },
     { "prof_interval", CONF_SIZE, &conf.prof_interval, 0, (long)1 << 50, NULL, false, "0",
       "with prof:on, dump a profile to PREFIX.PID.SEQ.iN.heap each time the sampled live heap grows "
-      "by this many bytes past its size at the last such dump; 0 = never (bytes, k, m, g suffixes)" },
+      "by this many bytes past its size at the last such dump; 0 = never (bytes, k, m, g, t suffixes)" },
     { "prof_prefix", CONF_STRING, conf.prof_prefix, 0, 0, NULL, false, "tide",
       "where dumps go: PREFIX.PID.SEQ.KIND.heap (KIND f at exit, iN by prof_interval, mN by "
       "tide_prof_dump(NULL)); a path, relative to the working directory or absolute" },
@@ -102,22 +115,35 @@ static const conf_key_t conf_keys[] = {
       "page, and is held as a guard when freed; a SIGSEGV there is explained; 0 = off" },
 };
 
-static void conf_warn(const char *what, const char *key, size_t keylen, const char *val, size_t vallen,
-                      const char *accepted, bool at_start)
+/* One warning line: "tide: SOURCE: WHAT 'VAL' for KEY (accepted: ACCEPTED); keeping KEPT",
+ * or, without VAL, "tide: SOURCE: WHAT 'KEY' (ACCEPTED)"; KEY NULL: "tide: SOURCE: WHAT". */
+static void conf_warn(const conf_src_t *src, const char *what, const char *key, size_t keylen, const char *val,
+                      size_t vallen, const char *accepted, const char *kept)
 {
-    char k[64], v[64];
+    char k[64], v[64], where[CONF_PREFIX_MAX + 32];
     size_t kl = MIN(keylen, sizeof k - 1), vl = MIN(vallen, sizeof v - 1);
-    memcpy(k, key, kl);
-    k[kl] = '\0';
+    if (key)
+        memcpy(k, key, kl);
+    k[key ? kl : 0] = '\0';
     if (val)
         memcpy(v, val, vl);
     v[val ? vl : 0] = '\0';
+    size_t wl = MIN(strlen(src->name), sizeof where - 24);
+    memcpy(where, src->name, wl);
+    where[wl] = '\0';
+    if (src->line) {
+        where[wl++] = ':';
+        report_fmt_u64(where + wl, src->line, 0);
+    }
     if (val) {
-        const char *pieces[] = { "TIDE_CONF: ", what, " '", v, "' for ", k, " (accepted: ", accepted,
-                                 at_start ? "); keeping the default" : "); value unchanged" };
+        const char *pieces[] = { where, ": ", what, " '", v, "' for ", k,
+                                 " (accepted: ", accepted, "); keeping ", kept };
+        report_line(pieces, ARRAY_SIZE(pieces));
+    } else if (key) {
+        const char *pieces[] = { where, ": ", what, " '", k, "' (", accepted, ")" };
         report_line(pieces, ARRAY_SIZE(pieces));
     } else {
-        const char *pieces[] = { "TIDE_CONF: ", what, " '", k, "' (", accepted, ")" };
+        const char *pieces[] = { where, ": ", what };
         report_line(pieces, ARRAY_SIZE(pieces));
     }
 }
@@ -142,6 +168,7 @@ static bool parse_long(const char *s, size_t n, long *out, bool size_suffix)
         case 'k': shift = 10; break;
         case 'm': shift = 20; break;
         case 'g': shift = 30; break;
+        case 't': shift = 40; break;
         default: return false;
         }
         if (v > ((unsigned long)LONG_MAX >> shift))
@@ -157,6 +184,29 @@ static bool parse_long(const char *s, size_t n, long *out, bool size_suffix)
 
 static bool word_is(const char *s, size_t n, const char *w) { return strlen(w) == n && memcmp(s, w, n) == 0; }
 
+/* Values are words in any case (purge:FREE, thp:On); keys are exact. */
+static bool word_is_ci(const char *s, size_t n, const char *w)
+{
+    if (strlen(w) != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((s[i] >= 'A' && s[i] <= 'Z' ? s[i] | 0x20 : s[i]) != w[i])
+            return false;
+    return true;
+}
+
+/* The words of a boolean, as jemalloc's true/false and the usual on/off, yes/no, 1/0. */
+static const char *const bool_on[] = { "on", "true", "yes", "1", NULL };
+static const char *const bool_off[] = { "off", "false", "no", "0", NULL };
+
+static bool word_in(const char *s, size_t n, const char *const *words)
+{
+    for (size_t i = 0; words[i]; i++)
+        if (word_is_ci(s, n, words[i]))
+            return true;
+    return false;
+}
+
 static const conf_key_t *conf_find(const char *key, size_t keylen)
 {
     for (size_t i = 0; i < ARRAY_SIZE(conf_keys); i++)
@@ -170,7 +220,7 @@ static void accepted_text(const conf_key_t *k, char *buf, size_t cap)
     char lo[24], hi[24];
     switch (k->type) {
     case CONF_BOOL:
-        strcpy(buf, "on, off, true, false, 1, 0");
+        strcpy(buf, "on, off, yes, no, true, false, 1, 0");
         return;
     case CONF_STRING:
         strcpy(buf, "text without a comma, shorter than 256 bytes");
@@ -184,7 +234,7 @@ static void accepted_text(const conf_key_t *k, char *buf, size_t cap)
             strcat(buf, k->names[i]);
         }
         if (k->type == CONF_MODE)
-            strcat(buf, ", true, false, 1, 0");
+            strcat(buf, ", yes, no, true, false, 1, 0");
         return;
     default: {
         report_fmt_u64(lo + 1, (uint64_t)(k->min < 0 ? -k->min : k->min), 0);
@@ -192,7 +242,7 @@ static void accepted_text(const conf_key_t *k, char *buf, size_t cap)
         report_fmt_u64(hi, (uint64_t)k->max, 0);
         size_t n = 0;
         const char *parts[] = { "an integer from ", k->min < 0 ? lo : lo + 1, " to ", hi,
-                                k->type == CONF_SIZE ? " (k, m, g suffixes)" : "" };
+                                k->type == CONF_SIZE ? " (k, m, g, t suffixes)" : "" };
         for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
             size_t l = strlen(parts[i]);
             if (n + l >= cap)
@@ -205,7 +255,8 @@ static void accepted_text(const conf_key_t *k, char *buf, size_t cap)
     }
 }
 
-int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, bool at_start)
+/* KEY:VAL from SRC; 0, or EINVAL (warned) or EPERM (a start-up key at run time). */
+static int conf_set_src(const conf_src_t *src, const char *key, size_t keylen, const char *val, size_t vallen)
 {
     const conf_key_t *k = conf_find(key, keylen);
     if (!k) {
@@ -214,26 +265,26 @@ int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, boo
             strcat(keys, i ? ", " : " ");
             strcat(keys, conf_keys[i].name);
         }
-        conf_warn("unknown key", key, keylen, NULL, 0, keys, at_start);
+        conf_warn(src, "unknown key", key, keylen, NULL, 0, keys, NULL);
         return EINVAL;
     }
-    if (!at_start && !k->runtime)
+    if (!src->at_start && !k->runtime)
         return EPERM;
     long v = 0;
     bool ok = false;
     switch (k->type) {
     case CONF_MODE:
     case CONF_BOOL:
-        if (word_is(val, vallen, "on") || word_is(val, vallen, "true") || word_is(val, vallen, "1"))
+        if (word_in(val, vallen, bool_on))
             v = 1, ok = true;
-        else if (word_is(val, vallen, "off") || word_is(val, vallen, "false") || word_is(val, vallen, "0"))
+        else if (word_in(val, vallen, bool_off))
             v = 0, ok = true;
         if (ok || k->type == CONF_BOOL)
             break;
         __attribute__((fallthrough)); /* a mode's other names */
     case CONF_ENUM:
         for (long i = 0; k->names[i]; i++)
-            if (word_is(val, vallen, k->names[i]))
+            if (word_is_ci(val, vallen, k->names[i]))
                 v = i, ok = true;
         break;
     case CONF_INT:
@@ -248,43 +299,151 @@ int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, boo
         return 0;
     }
     if (!ok) {
-        char acc[128];
+        char acc[128], kept[CONF_PREFIX_MAX + 64];
         accepted_text(k, acc, sizeof acc);
-        conf_warn("bad value", k->name, strlen(k->name), val, vallen, acc, at_start);
+        size_t n = strlen(k->name);
+        memcpy(kept, k->name, n);
+        kept[n] = ':';
+        if (conf_get(k->name, kept + n + 1, sizeof kept - n - 1) != 0)
+            kept[n + 1] = '\0';
+        conf_warn(src, "bad value", k->name, strlen(k->name), val, vallen, acc, kept);
         return EINVAL;
     }
     ATOMIC_STORE((long *)k->value, v);
     return 0;
 }
 
-int conf_parse(const char *s, bool at_start)
+int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, bool at_start)
+{
+    const conf_src_t src = { "TIDE_CONF", 0, at_start, false };
+    return conf_set_src(&src, key, keylen, val, vallen);
+}
+
+static bool conf_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* One entry, [S, S + N): "key:value" or "help".  Returns 1 if it was bad. */
+static int conf_entry(const conf_src_t *src, const char *s, size_t n)
+{
+    if (src->lines) {
+        while (n && conf_blank(*s))
+            s++, n--;
+        while (n && conf_blank(s[n - 1]))
+            n--;
+    }
+    const char *colon = memchr(s, ':', n);
+    if (n == 0) {
+        /* "a:1,,b:2" or "a:1,": harmless, but maybe not what was meant */
+        conf_warn(src, "empty entry (a comma too many); ignored", NULL, 0, NULL, 0, NULL, NULL);
+        return 1;
+    }
+    if (word_is(s, n, "help")) {
+        conf_print_help();
+        return 0;
+    }
+    if (!colon) {
+        conf_warn(src, "missing ':value' after", s, n, NULL, 0, "entries are key:value", NULL);
+        return 1;
+    }
+    size_t kl = (size_t)(colon - s);
+    const char *v = colon + 1;
+    size_t vl = n - kl - 1;
+    if (src->lines) {
+        while (kl && conf_blank(s[kl - 1]))
+            kl--;
+        while (vl && conf_blank(*v))
+            v++, vl--;
+    }
+    return conf_set_src(src, s, kl, v, vl) != 0;
+}
+
+/* Comma-separated entries in [S, S + N).  Returns the bad ones. */
+static int conf_entries(const conf_src_t *src, const char *s, size_t n)
 {
     int bad = 0;
-    while (*s) {
-        const char *end = strchr(s, ',');
-        size_t n = end ? (size_t)(end - s) : strlen(s);
-        const char *colon = memchr(s, ':', n);
-        if (n == 0) {
-            /* empty entry: ignore ("a:1,,b:2") */
-        } else if (word_is(s, n, "help")) {
-            conf_print_help();
-        } else if (!colon) {
-            conf_warn("missing ':value' after", s, n, NULL, 0, "entries are key:value", at_start);
-            bad++;
-        } else if (conf_set(s, (size_t)(colon - s), colon + 1, n - (size_t)(colon - s) - 1, at_start) != 0) {
-            bad++;
-        }
+    if (n == 0)
+        return 0;
+    for (;;) {
+        const char *end = memchr(s, ',', n);
+        size_t len = end ? (size_t)(end - s) : n;
+        bad += conf_entry(src, s, len);
         if (!end)
-            break;
+            return bad;
+        n -= len + 1;
         s = end + 1;
+    }
+}
+
+int conf_parse(const char *s, bool at_start)
+{
+    const conf_src_t src = { "TIDE_CONF", 0, at_start, false };
+    return conf_entries(&src, s, strlen(s));
+}
+
+#ifdef TIDE_CONF_FILE
+/* The file's syntax: entries separated by commas or newlines; from '#' to the end of
+ * its line is a comment; blank lines and blanks around entries, keys and values are
+ * ignored.  Read into a static buffer (nothing may allocate yet), whole lines only. */
+static int conf_parse_file(const char *path)
+{
+    static char buf[CONF_FILE_MAX + 1];
+    size_t len = 0;
+    bool truncated = false;
+    int err = os_read_file(path, buf, sizeof buf - 1, &len, &truncated);
+    conf_src_t src = { path, 0, true, true };
+    if (err) {
+        if (err != ENOENT) { /* no file is the normal case */
+            char eb[24];
+            const char *pieces[] = { path, ": cannot read it: ", report_strerror(err, eb) };
+            report_line(pieces, ARRAY_SIZE(pieces));
+        }
+        return err != ENOENT;
+    }
+    if (truncated) {
+        char lim[24];
+        report_fmt_u64(lim, CONF_FILE_MAX, 0);
+        const char *pieces[] = { path, ": longer than ", lim, " bytes; only its whole lines up to there are read" };
+        report_line(pieces, ARRAY_SIZE(pieces));
+        while (len && buf[len - 1] != '\n')
+            len--;
+    }
+    int bad = 0;
+    for (size_t i = 0; i < len;) {
+        const char *line = buf + i, *nl = memchr(line, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - line) : len - i;
+        i += n + 1;
+        src.line++;
+        const char *hash = memchr(line, '#', n);
+        if (hash)
+            n = (size_t)(hash - line);
+        size_t b = 0;
+        while (b < n && conf_blank(line[b]))
+            b++;
+        if (b < n) /* a line with something on it */
+            bad += conf_entries(&src, line, n);
     }
     return bad;
 }
+#endif
+
+/* The program's own default: it defines `const char *tide_malloc_conf = "...";`.  A weak
+ * reference, NULL when no one defines it; for libtide.so the dynamic linker finds the
+ * program's definition if the program exports it, which the link editor does by itself
+ * when it links the program with -ltide, and -rdynamic does for a program that gets
+ * tide through LD_PRELOAD only (tide(3)). */
+extern const char *tide_malloc_conf __attribute__((weak, visibility("default")));
 
 void conf_init(void)
 {
     extern char **environ;
     static const char var[] = "TIDE_CONF=";
+    if (&tide_malloc_conf && tide_malloc_conf) {
+        const conf_src_t src = { "tide_malloc_conf", 0, true, false };
+        conf_entries(&src, tide_malloc_conf, strlen(tide_malloc_conf));
+    }
+#ifdef TIDE_CONF_FILE
+    /* Root's file: obeyed by setuid programs too. */
+    conf_parse_file(TIDE_CONF_FILE);
+#endif
     /* In a setuid or setgid program TIDE_CONF is the caller's, not the program's: it is
      * ignored, silently (no warning, no help), as glibc ignores its tunables there. */
     if (!environ || os_secure())

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* conf.h - tide's settings: TIDE_CONF="key:value,key:value", read once at start-up
- * without allocating, and tide_conf_set()/tide_conf_get() at run time. */
+/* conf.h - tide's settings: "key:value,key:value" from the program's tide_malloc_conf,
+ * the file TIDE_CONF_FILE and TIDE_CONF, in that order, read once at start-up without
+ * allocating; tide_conf_set()/tide_conf_get() at run time. */
 #ifndef TIDE_CONF_H
 #define TIDE_CONF_H
 
@@ -22,6 +23,8 @@ typedef enum {
 } background_mode_t;
 
 #define CONF_PREFIX_MAX 256
+/* The most of the file that is read (a static buffer: nothing may allocate yet). */
+#define CONF_FILE_MAX 8192
 
 typedef struct conf_s {
     long purge;            /* purge_policy_t */
@@ -47,9 +50,10 @@ typedef struct conf_s {
 
 extern conf_t conf TIDE_HIDDEN;
 
-/* Parse TIDE_CONF from the environment (no getenv: it may run before libc is ready). */
+/* Read the settings: tide_malloc_conf, the file, then TIDE_CONF from the environment (no
+ * getenv: it may run before libc is ready), TIDE_CONF not in a setuid or setgid program. */
 void conf_init(void);
-/* Parse one "key:value,..." string; warnings for bad entries.  Returns bad entries. */
+/* Parse one "key:value,..." string as TIDE_CONF; warnings for bad entries.  Returns bad entries. */
 int conf_parse(const char *s, bool at_start);
 int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, bool at_start);
 int conf_get(const char *key, char *buf, size_t len);

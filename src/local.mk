@@ -27,8 +27,10 @@ src_libtide_la_SOURCES = \
 	src/malloc.c \
 	src/control.c
 nodist_src_libtide_la_SOURCES = src/size_class_table.h
-src_libtide_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS) \
+tide_lib_cppflags = $(AM_CPPFLAGS) -I$(top_builddir)/src -I$(top_srcdir)/src $(TIDE_FAULT_CPPFLAGS) \
 	$(TIDE_DEBUG_CPPFLAGS)
+# The system-wide settings, read before TIDE_CONF (src/conf.c): configure's sysconfdir.
+src_libtide_la_CPPFLAGS = $(tide_lib_cppflags) -DTIDE_CONF_FILE='"$(sysconfdir)/tide.conf"'
 # -fasynchronous-unwind-tables (gcc's default on x86_64): a C++ exception thrown by a
 # new-handler, or std::bad_alloc, passes through tide's frames by their unwind tables (cxx.c).
 src_libtide_la_CFLAGS = $(AM_CFLAGS) -O2 -g -fvisibility=hidden -ftls-model=initial-exec -fno-tree-slp-vectorize \

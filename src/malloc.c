@@ -697,6 +697,25 @@ TIDE_EXPORT void tide_malloc_stats(void)
         stats_print(0);
 }
 
+/* glibc's parameters: M_ARENA_MAX has a meaning in tide, at any time (the arenas exist
+ * from the start; threads are placed on, and refill from, only the first VALUE of them
+ * from then on, as glibc's threads share the arenas it has).  The others tune glibc's
+ * own heap (fast bins, its top chunk, mmap for large blocks, its checks and perturbing
+ * byte): tide has none of that, and says so by returning 0, as glibc does for a
+ * parameter it does not know. */
+TIDE_EXPORT int tide_mallopt(int param, int value)
+{
+    switch (param) {
+    case M_ARENA_MAX:
+        if (value <= 0 || !init_ensure())
+            return 0;
+        tcache_arena_max((unsigned)value);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* ---- glibc names ------------------------------------------------------------------------ */
 
 #define TIDE_ALIAS(name, target) __typeof__(target) name __attribute__((alias(#target), visibility("default")))
@@ -717,6 +736,7 @@ TIDE_ALIAS(free_aligned_sized, tide_free_aligned_sized);
 TIDE_ALIAS(malloc_trim, tide_malloc_trim);
 TIDE_ALIAS(mallinfo2, tide_mallinfo2);
 TIDE_ALIAS(malloc_stats, tide_malloc_stats);
+TIDE_ALIAS(mallopt, tide_mallopt);
 /* glibc's cfree is gone, but old binaries may still call it. */
 TIDE_ALIAS(cfree, tide_free);
 

@@ -735,6 +735,37 @@ bool os_secure(void)
     return getauxval(AT_SECURE) != 0;
 }
 
+int os_read_file(const char *path, char *buf, size_t cap, size_t *len, bool *truncated)
+{
+    OS_KEEP_ERRNO;
+    *len = 0;
+    *truncated = false;
+    int fd = os_sys_open(path);
+    if (fd < 0)
+        return errno;
+    int err = 0;
+    for (;;) {
+        char extra;
+        bool full = *len == cap;
+        long r = full ? os_sys_read(fd, &extra, 1) : os_sys_read(fd, buf + *len, cap - *len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            err = errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        if (full) {
+            *truncated = true;
+            break;
+        }
+        *len += (size_t)r;
+    }
+    os_sys_close(fd);
+    return err;
+}
+
 uint64_t os_random_seed(void)
 {
     OS_KEEP_ERRNO;

@@ -162,6 +162,9 @@ uint64_t os_random_seed(void);
 /* AT_SECURE: a setuid or setgid program (or one with file capabilities), which must not
  * take settings from whoever started it. */
 bool os_secure(void);
+/* Read the file at PATH into BUF (at most CAP bytes; *TRUNCATED: it has more) with raw
+ * system calls, allocating nothing.  Returns 0 with *LEN set, or the errno of the failure. */
+int os_read_file(const char *path, char *buf, size_t cap, size_t *len, bool *truncated);
 /* Bytes of [ADDR, ADDR+SIZE) that are resident (mincore). */
 size_t os_resident(uintptr_t addr, size_t size);
 /* VMAs of /proc/self/maps that overlap [LO, HI); -1 when it cannot be read. */

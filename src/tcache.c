@@ -29,12 +29,24 @@ static __thread extent_hint_t tcache_hint __attribute__((tls_model("initial-exec
 static __thread uint16_t tcache_direct_arena __attribute__((tls_model("initial-exec")));
 static __thread uint8_t tcache_has_arena __attribute__((tls_model("initial-exec")));
 
+/* The arenas threads are placed on and refill from: the first tcache_arenas of them
+ * (0: all); mallopt(M_ARENA_MAX) lowers it (atomic). */
+static unsigned tcache_arenas;
+
+static unsigned arenas_in_use(void)
+{
+    unsigned n = ATOMIC_LOAD(&tcache_arenas);
+    return n && n < narenas ? n : narenas;
+}
+
+void tcache_arena_max(unsigned n) { ATOMIC_STORE(&tcache_arenas, n); }
+
 /* Place the calling thread on the arena with the fewest threads, and make the arena's
  * transfer caches usable. */
 static unsigned choose_arena(void)
 {
-    unsigned best = 0, best_n = ~0u;
-    for (unsigned i = 0; i < narenas; i++) {
+    unsigned best = 0, best_n = ~0u, used = arenas_in_use();
+    for (unsigned i = 0; i < used; i++) {
         unsigned t = ATOMIC_LOAD(&arenas[i]->nthreads);
         if (t < best_n) {
             best = i;
@@ -66,7 +78,7 @@ static unsigned refill_arena(const tcache_t *tc)
     int cpu = os_cpu();
     if (cpu < 0)
         return tc->arena;
-    unsigned ai = (unsigned)cpu % narenas;
+    unsigned ai = (unsigned)cpu % arenas_in_use();
     transfer_arena_ready(ai);
     return ai;
 }

@@ -112,6 +112,10 @@ void tcache_flush_self(void);
 size_t tcache_trim(void);
 /* Set up once per process: the thread-exit hook. */
 void tcache_boot(void);
+/* Place threads on, and refill from, only the first N arenas from now on (0: all of
+ * them); threads already placed keep their arena, blocks go back to theirs
+ * (mallopt(M_ARENA_MAX)). */
+void tcache_arena_max(unsigned n);
 
 /* The calling thread's large-block placement hint (the extent layer reads and writes it). */
 extent_hint_t *tcache_large_hint(void);

@@ -182,3 +182,69 @@ test_system_guard_LDFLAGS = $(rel_ldflags)
 test_system_guard_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
 EXTRA_test_system_guard_DEPENDENCIES = test/system/guard_probe$(EXEEXT)
 endif
+
+# The sources of tide's settings and their order (the program's tide_malloc_conf, the
+# system's file, TIDE_CONF), each link form, the file under setuid, TIDE_CONF's syntax,
+# mallopt: test/system/conf runs test/system/conf_probe built these ways.
+if HAVE_CRITERION
+conf_probe_default = -DPROBE_DEFAULT='"purge:none,decay_ms:5,remap_max:7"'
+conf_probe_file = $(abs_top_builddir)/test/system/etc/tide.conf
+# linked with -ltide (libtide.so); the link editor exports tide_malloc_conf by itself
+check_PROGRAMS += test/system/conf_probe test/system/conf_probe_plain test/system/conf_probe_static \
+	test/system/conf_probe_preload test/system/conf_probe_hidden test/system/conf_probe_file
+test_system_conf_probe_SOURCES = test/system/conf_probe.c
+test_system_conf_probe_CPPFLAGS = $(rel_cppflags) $(conf_probe_default)
+test_system_conf_probe_CFLAGS = $(rel_cflags)
+test_system_conf_probe_LDFLAGS = $(rel_ldflags)
+test_system_conf_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
+# the same without tide_malloc_conf
+test_system_conf_probe_plain_SOURCES = test/system/conf_probe.c
+test_system_conf_probe_plain_CPPFLAGS = $(rel_cppflags)
+test_system_conf_probe_plain_CFLAGS = $(rel_cflags)
+test_system_conf_probe_plain_LDFLAGS = $(rel_ldflags)
+test_system_conf_probe_plain_LDADD = src/libtide.la $(PTHREAD_LIBS)
+# linked with libtide.a (libtool's -static: the uninstalled archive)
+test_system_conf_probe_static_SOURCES = test/system/conf_probe.c
+test_system_conf_probe_static_CPPFLAGS = $(rel_cppflags) $(conf_probe_default)
+test_system_conf_probe_static_CFLAGS = $(rel_cflags)
+test_system_conf_probe_static_LDFLAGS = $(rel_ldflags) -static
+test_system_conf_probe_static_LDADD = src/libtide.la $(PTHREAD_LIBS)
+# not linked with tide (run with LD_PRELOAD): with -export-dynamic (-rdynamic) the
+# loader sees the program's tide_malloc_conf, without it not
+test_system_conf_probe_preload_SOURCES = test/system/conf_probe.c
+test_system_conf_probe_preload_CPPFLAGS = $(rel_cppflags) $(conf_probe_default) -DPROBE_PRELOAD
+test_system_conf_probe_preload_CFLAGS = $(rel_cflags)
+test_system_conf_probe_preload_LDFLAGS = $(rel_ldflags) -export-dynamic
+test_system_conf_probe_preload_LDADD = -ldl
+test_system_conf_probe_hidden_SOURCES = test/system/conf_probe.c
+test_system_conf_probe_hidden_CPPFLAGS = $(test_system_conf_probe_preload_CPPFLAGS)
+test_system_conf_probe_hidden_CFLAGS = $(rel_cflags)
+test_system_conf_probe_hidden_LDFLAGS = $(rel_ldflags)
+test_system_conf_probe_hidden_LDADD = -ldl
+# linked with a build of libtide whose system file is $(conf_probe_file), not
+# $(sysconfdir)/tide.conf: the test writes it (tide itself is in the program, no loader
+# involved, so a setuid copy has it too)
+test_system_conf_probe_file_SOURCES = test/system/conf_probe.c
+test_system_conf_probe_file_CPPFLAGS = $(rel_cppflags) $(conf_probe_default)
+test_system_conf_probe_file_CFLAGS = $(rel_cflags)
+test_system_conf_probe_file_LDFLAGS = $(rel_ldflags)
+test_system_conf_probe_file_LDADD = test/libtide_conffile.la $(PTHREAD_LIBS)
+EXTRA_LTLIBRARIES += test/libtide_conffile.la
+CLEANFILES += test/libtide_conffile.la
+test_libtide_conffile_la_SOURCES = $(src_libtide_la_SOURCES)
+nodist_test_libtide_conffile_la_SOURCES = $(nodist_src_libtide_la_SOURCES)
+test_libtide_conffile_la_CPPFLAGS = $(tide_lib_cppflags) -DTIDE_CONF_FILE='"$(conf_probe_file)"'
+test_libtide_conffile_la_CFLAGS = $(src_libtide_la_CFLAGS)
+
+check_PROGRAMS += test/system/conf
+TESTS += test/system/conf
+test_system_conf_SOURCES = test/system/conf.c $(tide_test_support)
+test_system_conf_CPPFLAGS = $(rel_cppflags) $(CRITERION_CFLAGS) -DTIDE_SO=\"$(abs_top_builddir)/src/.libs/libtide.so\" \
+	-DPROBE_DIR=\"$(abs_top_builddir)/test/system\" -DCONF_FILE=\"$(conf_probe_file)\"
+test_system_conf_CFLAGS = $(rel_cflags)
+test_system_conf_LDFLAGS = $(rel_ldflags)
+test_system_conf_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+EXTRA_test_system_conf_DEPENDENCIES = test/system/conf_probe$(EXEEXT) test/system/conf_probe_plain$(EXEEXT) \
+	test/system/conf_probe_static$(EXEEXT) test/system/conf_probe_preload$(EXEEXT) \
+	test/system/conf_probe_hidden$(EXEEXT) test/system/conf_probe_file$(EXEEXT)
+endif
