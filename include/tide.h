@@ -40,6 +40,9 @@ void tide_malloc_stats(void);
 /* glibc's mallopt: M_ARENA_MAX (VALUE > 0) limits the arenas threads use from now on and
  * returns 1; every other parameter tunes glibc's own heap, is ignored, and returns 0. */
 int tide_mallopt(int param, int value);
+/* glibc's malloc_info: tide's numbers in glibc's XML form on FP (tide(3)).  OPTIONS must be
+ * 0: else -1 with errno EINVAL. */
+int tide_malloc_info(int options, FILE *fp);
 
 /* ---- configuration (the keys of TIDE_CONF; TIDE_CONF=help lists them) ---- */
 /* Settings are read at start-up from, in order, each overriding the same key's earlier
@@ -132,8 +135,15 @@ typedef struct tide_stats_s {
 
 /* Fill *out (STATS_SIZE bytes of it, normally sizeof(tide_stats_t)). Returns 0. */
 int tide_stats_get(tide_stats_t *out, size_t stats_size);
-/* Print the statistics on stderr, as text, or as one JSON object when json != 0. */
+/* Print the statistics on stderr, as text, or as one JSON object when json != 0: the
+ * pid, the program, tide's version and the effective settings, the counters above, and
+ * per small size class the regions its bins handed out and got back. */
 void tide_stats_print(int json);
+/* The same through WRITE(ARG, S), called with NUL-terminated pieces of the text in order
+ * (jemalloc's malloc_stats_print); WRITE NULL: stderr.  OPTS (NULL: none) holds letters:
+ * J one JSON object instead of text, g without the settings, b without the size classes.
+ * No lock of tide's is held while WRITE runs: it may allocate. */
+void tide_stats_print_cb(void (*write)(void *arg, const char *s), void *arg, const char *opts);
 
 /* Walk the whole heap and verify tide's invariants (extents tile the range, page-map
  * entries, coalescing, slab bitmaps, counters).  Returns 0, or prints the first broken

@@ -106,6 +106,7 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
             list_init(&slab->lru); /* on no list of empty slabs */
             bin->nslabs++;
             bin->nslabs_made++;
+            bin->nquar += slab->nquar;
             rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
         }
         TIDE_ASSERT(slab->nfree > 0 && slab->nfree <= sc_nregs[cls]);
@@ -139,6 +140,8 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
             rb_erase(&slab->rb, &bin->nonfull);
     }
     bin->nregs_live += got;
+    bin->nmalloc += got;
+    bin->nfills += got != 0;
     lock_release(&bin->lock);
     if (last)
         fl_set_next(last, NULL);
@@ -236,11 +239,14 @@ static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, u
                 if (!keep_empty(a, bin, slab, &now)) {
                     rb_erase(&slab->rb, &bin->nonfull);
                     bin->nslabs--;
+                    bin->nquar -= slab->nquar;
                     give[ngive++] = slab;
                 }
             }
         }
         bin->nregs_live -= left - keep;
+        bin->nfree += left - keep;
+        bin->nflushes++;
         lock_release(&bin->lock);
         for (unsigned i = 0; i < ngive; i++)
             extent_free(give[i], NULL);
@@ -300,6 +306,7 @@ void arena_release_empty(uint64_t older_than)
                     unkeep(a, bin, slab);
                     rb_erase(&slab->rb, &bin->nonfull);
                     bin->nslabs--;
+                    bin->nquar -= slab->nquar;
                     batch[n++] = slab;
                 }
                 lock_release(&bin->lock);
@@ -350,6 +357,28 @@ void arenas_stats(arena_stats_t *out)
             out->nslabs += bin->nslabs;
             out->nslabs_made += bin->nslabs_made;
             out->nslabs_empty += bin->nempty;
+            lock_release(&bin->lock);
+        }
+    }
+}
+
+void arenas_bin_stats(unsigned ai, bin_stats_t out[SC_NSMALL])
+{
+    memset(out, 0, SC_NSMALL * sizeof *out);
+    for (unsigned i = ai == ARENA_ALL ? 0 : ai; i < narenas && (ai == ARENA_ALL || i == ai); i++) {
+        for (unsigned c = 0; c < SC_NSMALL; c++) {
+            bin_t *bin = &arenas[i]->bins[c];
+            bin_stats_t *o = &out[c];
+            lock_acquire(&bin->lock);
+            o->nmalloc += bin->nmalloc;
+            o->nfree += bin->nfree;
+            o->nfills += bin->nfills;
+            o->nflushes += bin->nflushes;
+            o->live += bin->nregs_live;
+            o->nfree_regs += bin->nslabs * sc_nregs[c] - bin->nregs_live - bin->nquar;
+            o->nslabs += bin->nslabs;
+            o->nslabs_made += bin->nslabs_made;
+            o->nslabs_empty += bin->nempty;
             lock_release(&bin->lock);
         }
     }

@@ -24,6 +24,13 @@ typedef struct bin_s {
     size_t nslabs;       /* live slabs */
     size_t nregs_live;   /* regions handed out (to threads' caches or the program) */
     size_t nslabs_made;  /* slabs it took from the page heap, ever */
+    size_t nquar;        /* regions its live slabs never hand out (extent.h: nquar) */
+    /* Counted where regions leave and come back to the slabs (refills and flushes, under
+     * the lock), as jemalloc's bin stats: never on the thread cache's fast path. */
+    uint64_t nmalloc;    /* regions handed out, ever */
+    uint64_t nfree;      /* regions returned, ever (nmalloc - nfree == nregs_live) */
+    uint64_t nfills;     /* arena_fill calls that took regions */
+    uint64_t nflushes;   /* lock rounds that returned regions */
 } TIDE_ALIGNED_CL bin_t;
 
 typedef struct arena_s {
@@ -71,5 +78,17 @@ typedef struct arena_stats_s {
     size_t nslabs_empty; /* empty slabs the bins keep */
 } arena_stats_t;
 void arenas_stats(arena_stats_t *out);
+
+/* One size class's bins: of one arena, or added up over all of them. */
+typedef struct bin_stats_s {
+    uint64_t nmalloc, nfree, nfills, nflushes;
+    uint64_t live;       /* regions handed out (to threads' caches or the program) */
+    uint64_t nfree_regs; /* regions free in the slabs */
+    uint64_t nslabs, nslabs_made, nslabs_empty;
+} bin_stats_t;
+#define ARENA_ALL UINT32_MAX
+/* OUT[c] for every small class c, of arena AI or, for ARENA_ALL, of all.  Takes each bin
+ * lock in turn, and holds none when it returns. */
+void arenas_bin_stats(unsigned ai, bin_stats_t out[SC_NSMALL]);
 
 #endif

@@ -25,6 +25,8 @@ conf_t conf = {
     .tcache = 1,
     .thp = 0,
     .stats = 0,
+    .stats_file = "",
+    .verbose = 0,
     .remap = 1,
     .remap_max = 1,
     .remap_threshold = 1 << 20,
@@ -65,6 +67,7 @@ typedef struct conf_src_s {
 
 static const char *const purge_names[] = { "none", "dontneed", "free", NULL };
 static const char *const background_names[] = { "off", "on", "auto", NULL };
+static const char *const stats_names[] = { "off", "on", "json", NULL };
 
 /* The build writes tide(3)'s list of keys from this table (man/gen_conf_keys.c): a help
  * text is also a sentence of the manual. */
@@ -82,8 +85,15 @@ static const conf_key_t conf_keys[] = {
       "per-thread caches of small and medium objects" },
     { "thp", CONF_BOOL, &conf.thp, 0, 1, NULL, true, "off",
       "give the whole heap MADV_HUGEPAGE (and purge in 2 MiB units)" },
-    { "stats", CONF_BOOL, &conf.stats, 0, 1, NULL, true, "off",
-      "print statistics on stderr at exit" },
+    { "stats", CONF_MODE, &conf.stats, 0, 2, stats_names, true, "off",
+      "print statistics at exit, labelled with the pid, the program, tide's version and the effective "
+      "settings: off, on (text), json (one JSON object); on stderr, or into stats_file" },
+    { "stats_file", CONF_STRING, conf.stats_file, 0, 0, NULL, false, "",
+      "with stats, the file the statistics go to at exit instead of stderr, created or truncated; "
+      "%p in it is the pid, %% a percent sign" },
+    { "verbose", CONF_BOOL, &conf.verbose, 0, 1, NULL, false, "off",
+      "print one line at start-up on stderr: the pid, the program, tide's version and every key's "
+      "effective value" },
     { "remap", CONF_BOOL, &conf.remap, 0, 1, NULL, true, "on",
       "large realloc moves pages with mremap instead of copying" },
     { "remap_max", CONF_INT, &conf.remap_max, 0, 4096, NULL, true, "1",
@@ -489,6 +499,8 @@ int conf_get(const char *key, char *buf, size_t len)
     strcpy(buf, s);
     return 0;
 }
+
+const char *conf_key_name(size_t i) { return i < ARRAY_SIZE(conf_keys) ? conf_keys[i].name : NULL; }
 
 void conf_print_help(void)
 {

@@ -33,7 +33,9 @@ typedef struct conf_s {
     long arenas;           /* 0: 4 per CPU */
     long tcache;
     long thp;
-    long stats;            /* print statistics at exit */
+    long stats;            /* print statistics at exit: 0 off, 1 text (on), 2 JSON */
+    char stats_file[CONF_PREFIX_MAX]; /* where they go ("%p": the pid); "": stderr */
+    long verbose;          /* the effective settings on stderr at start-up */
     long remap;            /* mremap path for large realloc */
     long remap_max;        /* live moved blocks at most (each costs 2 VMAs until healed) */
     long remap_threshold;  /* bytes: reallocs of blocks at least this big may move pages */
@@ -58,5 +60,8 @@ int conf_parse(const char *s, bool at_start);
 int conf_set(const char *key, size_t keylen, const char *val, size_t vallen, bool at_start);
 int conf_get(const char *key, char *buf, size_t len);
 void conf_print_help(void);
+/* The name of key I of the table, in its order; NULL past the last (with conf_get, the
+ * effective settings the statistics and verbose:on print). */
+const char *conf_key_name(size_t i);
 
 #endif

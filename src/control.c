@@ -74,6 +74,12 @@ TIDE_EXPORT void tide_stats_print(int json)
         stats_print(json);
 }
 
+TIDE_EXPORT void tide_stats_print_cb(void (*write)(void *arg, const char *s), void *arg, const char *opts)
+{
+    if (init_ensure())
+        stats_print_cb(write, arg, opts);
+}
+
 TIDE_EXPORT size_t tide_ranges(uintptr_t (*out)[2], size_t max)
 {
     if (!init_ensure())

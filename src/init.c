@@ -67,6 +67,8 @@ TIDE_NOINLINE bool init_boot(void)
     ATOMIC_STORE_REL(&init_ready, 1);
     lock_release(&tide_init_lock);
     tide_booting = false;
+    if (conf.verbose)
+        stats_verbose();
     /* These may allocate: the heap is ready for them. */
     tcache_boot();
     pthread_atfork(tide_prefork, tide_postfork_parent, tide_postfork_child);
@@ -96,8 +98,7 @@ __attribute__((destructor)) static void tide_destructor(void)
     if (!ATOMIC_LOAD(&init_ready))
         return;
     prof_exit();
-    if (ATOMIC_LOAD(&conf.stats))
-        stats_print(0);
+    stats_exit();
 }
 
 /* fork.

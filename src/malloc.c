@@ -691,6 +691,23 @@ TIDE_EXPORT struct mallinfo2 tide_mallinfo2(void)
     return mi;
 }
 
+TIDE_EXPORT int tide_malloc_info(int options, FILE *fp)
+{
+    /* glibc's: no option is defined, any is EINVAL. */
+    if (options != 0 || !fp) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!init_ensure())
+        return 0;
+    int err = stats_malloc_info(fp);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
 TIDE_EXPORT void tide_malloc_stats(void)
 {
     if (init_ensure())
@@ -737,6 +754,7 @@ TIDE_ALIAS(malloc_trim, tide_malloc_trim);
 TIDE_ALIAS(mallinfo2, tide_mallinfo2);
 TIDE_ALIAS(malloc_stats, tide_malloc_stats);
 TIDE_ALIAS(mallopt, tide_mallopt);
+TIDE_ALIAS(malloc_info, tide_malloc_info);
 /* glibc's cfree is gone, but old binaries may still call it. */
 TIDE_ALIAS(cfree, tide_free);
 

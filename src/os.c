@@ -1034,3 +1034,47 @@ long os_getpid(void)
     OS_KEEP_ERRNO;
     return syscall(SYS_getpid);
 }
+
+/* Read up to LEN - 1 bytes of PATH into BUF: how many, -1 when it cannot be read. */
+static long os_read_small(const char *path, char *buf, size_t len)
+{
+    int fd = os_sys_open(path);
+    if (fd < 0)
+        return -1;
+    long have = 0;
+    while ((size_t)have < len - 1) {
+        long r = os_sys_read(fd, buf + have, len - 1 - (size_t)have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        have += r;
+    }
+    os_sys_close(fd);
+    buf[have] = '\0';
+    return have;
+}
+
+void os_program_name(char *buf, size_t len)
+{
+    OS_KEEP_ERRNO;
+    char tmp[256];
+    /* argv[0] as the program was started (its last component), else the kernel's 15
+     * bytes of comm. */
+    long n = os_read_small("/proc/self/cmdline", tmp, sizeof tmp);
+    const char *name = NULL;
+    if (n > 0 && tmp[0]) {
+        const char *slash = strrchr(tmp, '/'); /* tmp holds a NUL after argv[0] */
+        name = slash && slash[1] ? slash + 1 : tmp;
+    } else if (os_read_small("/proc/self/comm", tmp, sizeof tmp) > 0) {
+        tmp[strcspn(tmp, "\n")] = '\0';
+        name = tmp;
+    }
+    if (!name || !*name)
+        name = "?";
+    size_t l = strlen(name);
+    if (l > len - 1)
+        l = len - 1;
+    memcpy(buf, name, l);
+    buf[l] = '\0';
+}

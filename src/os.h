@@ -181,6 +181,9 @@ int os_copy_maps(int fd);
  * does, EACCES when it cannot be read. */
 int os_vma_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 long os_getpid(void);
+/* The program's name, NUL-terminated in BUF (LEN > 0): the last component of its argv[0]
+ * (/proc/self/cmdline), else its comm; "?" when neither can be read.  No allocation. */
+void os_program_name(char *buf, size_t len);
 
 #ifdef TIDE_FAULT_INJECTION
 /* Test hook: make the next COUNT calls of OP after SKIP successful ones fail with ENOMEM. */

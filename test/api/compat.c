@@ -433,7 +433,7 @@ static const struct cancel_case {
     const char *prints; /* on stderr, or NULL */
 } cancel_cases[] = {
 #ifndef TIDE_TEST_GLIBC
-    {"malloc_stats()", c_malloc_stats, "tide statistics\n"},
+    {"malloc_stats()", c_malloc_stats, "tide statistics: pid "},
 #else
     {"malloc_stats()", c_malloc_stats, "Arena 0:"},
 #endif
@@ -442,9 +442,9 @@ static const struct cancel_case {
     {"calloc, realloc, free", c_alloc, NULL},
     {"free()", c_free, NULL},
 #ifndef TIDE_TEST_GLIBC
-    {"tide_malloc_stats()", c_tide_malloc_stats, "tide statistics\n"},
-    {"tide_stats_print(0)", c_stats_print_text, "tide statistics\n"},
-    {"tide_stats_print(1)", c_stats_print_json, "{\"mapped\":"},
+    {"tide_malloc_stats()", c_tide_malloc_stats, "tide statistics: pid "},
+    {"tide_stats_print(0)", c_stats_print_text, "tide statistics: pid "},
+    {"tide_stats_print(1)", c_stats_print_json, "{\"version\":\""},
     {"tide_stats_get()", c_stats_get, NULL},
     {"tide_purge()", c_purge, NULL},
     {"tide_check()", c_check, NULL},

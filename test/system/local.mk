@@ -248,3 +248,24 @@ EXTRA_test_system_conf_DEPENDENCIES = test/system/conf_probe$(EXEEXT) test/syste
 	test/system/conf_probe_static$(EXEEXT) test/system/conf_probe_preload$(EXEEXT) \
 	test/system/conf_probe_hidden$(EXEEXT) test/system/conf_probe_file$(EXEEXT)
 endif
+
+# The statistics as a user reads them: stats:on and stats:json at exit with the pid, the
+# program and the settings, stats_file, the per-class counts, verbose:on, malloc_info's
+# XML, tide_stats_print_cb, the wrapper's --stats options (test/system/stats_probe run in
+# children; python3 parses the JSON and the XML).
+if HAVE_CRITERION
+check_PROGRAMS += test/system/stats_probe test/system/stats
+TESTS += test/system/stats
+test_system_stats_probe_SOURCES = test/system/stats_probe.c
+test_system_stats_probe_CPPFLAGS = $(rel_cppflags)
+test_system_stats_probe_CFLAGS = $(rel_cflags)
+test_system_stats_probe_LDFLAGS = $(rel_ldflags)
+test_system_stats_probe_LDADD = src/libtide.la $(PTHREAD_LIBS)
+test_system_stats_SOURCES = test/system/stats.c $(tide_test_support)
+test_system_stats_CPPFLAGS = $(rel_cppflags) -DSTATS_PROBE=\"$(abs_top_builddir)/test/system/stats_probe$(EXEEXT)\" \
+	-DTIDE_WRAPPER=\"$(abs_top_builddir)/src/tide\" -DTIDE_LIB=\"$(abs_top_builddir)/src/.libs/libtide.so\"
+test_system_stats_CFLAGS = $(rel_cflags) $(CRITERION_CFLAGS)
+test_system_stats_LDFLAGS = $(rel_ldflags)
+test_system_stats_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
+EXTRA_test_system_stats_DEPENDENCIES = test/system/stats_probe$(EXEEXT) src/tide
+endif
