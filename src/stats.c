@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "conf.h"
 #include "extent.h"
 #include "guard.h"
 #include "os.h"
@@ -131,6 +132,20 @@ void stats_print(int json)
         for (int a = 0; a < 3; a++)
             PUT("  madvise %-14s %llu calls, %llu bytes\n", adv[a], (unsigned long long)s.madvise_calls[a],
                 (unsigned long long)s.madvise_bytes[a]);
+        /* Huge pages: the mode, and under auto what the system allowed and what was done. */
+        extent_huge_stats_t h;
+        extent_huge_stats(&h);
+        static const char *const setting[] = { "never", "madvise", "always" };
+        if (h.mode == THP_AUTO && h.active)
+            PUT("  thp                    auto: collapsing dense 2 MiB units (system THP %s): %llu fresh, %llu "
+                "dense, %llu failed\n",
+                setting[h.setting], (unsigned long long)h.fresh, (unsigned long long)h.collapsed,
+                (unsigned long long)h.failed);
+        else if (h.mode == THP_AUTO)
+            PUT("  thp                    auto: off (%s)\n",
+                h.refused ? "the kernel refused MADV_COLLAPSE" : "the system's THP setting is never");
+        else
+            PUT("  thp                    %s\n", h.mode == THP_ON ? "on: MADV_HUGEPAGE on the whole heap" : "off");
         /* Where the heap is, as /proc/PID/maps writes it. */
         unsigned nr = ATOMIC_LOAD_ACQ(&region.nranges);
         for (unsigned i = 0; i < nr; i++)
