@@ -583,12 +583,13 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
 {
     unsigned guard = extent_guards_wanted();
     uintptr_t fresh_unit = 0;
+    unsigned fresh_units = 0;
     lock_acquire(&pageheap.lock);
     extent_t *e = take(sc_slab_pages[cls] + guard, PAGE, true);
     if (e) {
         e->state = EXTENT_SLAB;
         e->guard = guard;
-        fresh_unit = extent_huge_prepare_slab(e);
+        fresh_unit = extent_huge_prepare_slab(e, &fresh_units);
         e->cls = (uint8_t)cls;
         e->arena = (uint16_t)arena;
         unsigned nregs = sc_nregs[cls];
@@ -625,7 +626,7 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
         extent_guard_install(extent_end(e) - PAGE, PAGE);
     /* Huge pages (thp:auto): the fresh unit this slab starts, else a dense unit waiting. */
     if (fresh_unit)
-        extent_huge_collapse_fresh(fresh_unit);
+        extent_huge_collapse_fresh(fresh_unit, fresh_units);
     else if (unlikely(extent_huge_pending()))
         extent_huge_work(1);
     return e;
