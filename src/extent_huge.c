@@ -36,7 +36,9 @@
 #define UNIT_SLACK 8
 /* Times a dense unit that is not yet resident enough is looked at again. */
 #define UNIT_TRIES 16
-/* EINVALs, with no collapse ever working, that mean the kernel refuses MADV_COLLAPSE. */
+/* EINVALs that mean the kernel refuses MADV_COLLAPSE: in a row for fresh units (which
+ * nothing but a refusal fails so: a page written, nothing else in them), or for dense ones
+ * before any collapse worked (a unit may hold what the kernel will not collapse). */
 #define REFUSED_AFTER 4
 #define QUEUE_LEN 512
 /* Fresh units are collapsed up to this many in one call, one more per FRESH_PER_UNIT bytes
@@ -62,7 +64,7 @@ static uint64_t queue[QUEUE_LEN];           /* range << 56 | unit index; page-he
 static unsigned q_head, q_len;              /* q_len read without the lock (atomic) */
 static int thp_setting = -1;                /* os_thp_setting(), read at start-up */
 static int refused;                         /* the kernel refuses MADV_COLLAPSE (atomic) */
-static int einvals, collapse_ok;            /* atomic */
+static int einvals, fresh_einvals, collapse_ok; /* atomic */
 static uint64_t n_collapsed, n_fresh, n_failed; /* atomic */
 
 void extent_huge_init(void) { thp_setting = os_thp_setting(); }
@@ -190,11 +192,12 @@ void extent_huge_collapse_fresh(uintptr_t u, unsigned k)
     int err = os_collapse(u, k * HUGEPAGE);
     if (!err) {
         ATOMIC_STORE(&collapse_ok, 1);
+        ATOMIC_STORE(&fresh_einvals, 0);
         ATOMIC_ADD(&n_fresh, k);
         return;
     }
     ATOMIC_ADD(&n_failed, 1);
-    if (err == EINVAL && !ATOMIC_LOAD(&collapse_ok) && ATOMIC_ADD(&einvals, 1) + 1 >= REFUSED_AFTER)
+    if (err == EINVAL && ATOMIC_ADD(&fresh_einvals, 1) + 1 >= REFUSED_AFTER)
         ATOMIC_STORE(&refused, 1);
     const range_t *r = region_range_of(u);
     if (!r)
