@@ -234,6 +234,7 @@ typedef struct extent_huge_stats_s {
     bool refused;     /* the kernel refused MADV_COLLAPSE */
     bool active;
     uint64_t collapsed, fresh, failed; /* dense units collapsed; fresh units; failures */
+    uint64_t meta;    /* units of the metadata range collapsed */
 } extent_huge_stats_t;
 void extent_huge_stats(extent_huge_stats_t *out);
 

@@ -65,7 +65,7 @@ static unsigned q_head, q_len;              /* q_len read without the lock (atom
 static int thp_setting = -1;                /* os_thp_setting(), read at start-up */
 static int refused;                         /* the kernel refuses MADV_COLLAPSE (atomic) */
 static int einvals, fresh_einvals, collapse_ok; /* atomic */
-static uint64_t n_collapsed, n_fresh, n_failed; /* atomic */
+static uint64_t n_collapsed, n_fresh, n_failed, n_meta; /* atomic */
 
 void extent_huge_init(void) { thp_setting = os_thp_setting(); }
 
@@ -214,10 +214,29 @@ void extent_huge_collapse_fresh(uintptr_t u, unsigned k)
     lock_release(&pageheap.lock);
 }
 
-bool extent_huge_pending(void) { return ATOMIC_LOAD(&q_len) != 0 && extent_huge_active(); }
+bool extent_huge_pending(void) { return (ATOMIC_LOAD(&q_len) != 0 || meta_full_unit_waits()) && extent_huge_active(); }
+
+/* A unit of the metadata range handed out whole (extent descriptors, mostly): collapsed
+ * like a dense unit, when at most UNIT_SLACK of its pages are missing.  Returns whether it
+ * was.  No lock held. */
+static bool collapse_meta_unit(void)
+{
+    uintptr_t u = meta_take_full_unit();
+    if (!u || (os_resident(u, HUGEPAGE) >> LG_PAGE) + UNIT_SLACK < UNIT_PAGES)
+        return false;
+    if (os_collapse(u, HUGEPAGE) != 0) {
+        ATOMIC_ADD(&n_failed, 1);
+        return false;
+    }
+    ATOMIC_STORE(&collapse_ok, 1);
+    ATOMIC_ADD(&n_meta, 1);
+    return true;
+}
 
 void extent_huge_work(unsigned budget)
 {
+    if (budget && meta_full_unit_waits() && extent_huge_active() && collapse_meta_unit())
+        budget--;
     for (unsigned look = 0; budget && look < 2 * budget + 2 && extent_huge_pending(); look++) {
         lock_acquire(&pageheap.lock);
         if (q_len == 0) {
@@ -283,4 +302,5 @@ void extent_huge_stats(extent_huge_stats_t *out)
     out->collapsed = ATOMIC_LOAD(&n_collapsed);
     out->fresh = ATOMIC_LOAD(&n_fresh);
     out->failed = ATOMIC_LOAD(&n_failed);
+    out->meta = ATOMIC_LOAD(&n_meta);
 }

@@ -138,9 +138,9 @@ void stats_print(int json)
         static const char *const setting[] = { "never", "madvise", "always" };
         if (h.mode == THP_AUTO && h.active)
             PUT("  thp                    auto: collapsing dense 2 MiB units (system THP %s): %llu fresh, %llu "
-                "dense, %llu failed\n",
+                "dense, %llu metadata, %llu failed\n",
                 setting[h.setting], (unsigned long long)h.fresh, (unsigned long long)h.collapsed,
-                (unsigned long long)h.failed);
+                (unsigned long long)h.meta, (unsigned long long)h.failed);
         else if (h.mode == THP_AUTO)
             PUT("  thp                    auto: off (%s)\n",
                 h.refused ? "the kernel refused MADV_COLLAPSE" : "the system's THP setting is never");
