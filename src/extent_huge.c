@@ -46,6 +46,12 @@
  * calls on a loaded 2-CPU machine, 0.08 s for 75 calls of 8 units), and the units ahead
  * cost memory until slabs fill them (at most 1/32 of what is in use, and 16 MiB). */
 #define FRESH_MAX_UNITS 8
+/* No fresh units below this many bytes in use: a collapse makes a slab resident whole,
+ * where 4 KiB pages fault in only what its regions handed out so far, and a small heap's
+ * partly used slabs (arenas x classes) are a large part of it (test/stress/churn's 10,000
+ * threads: 6.5 MB more after malloc_trim).  Below it, units are collapsed once dense and
+ * resident (which counts only pages really touched). */
+#define FRESH_MIN_ACTIVE (64 * MiB)
 #define FRESH_PER_UNIT (64 * MiB)
 
 /* A unit's record: pages in use, and flags. */
@@ -140,7 +146,7 @@ void extent_units_purged(unsigned range, uintptr_t addr, size_t npages)
 
 uintptr_t extent_huge_prepare_slab(extent_t *e, unsigned *nunits)
 {
-    if (!e->zeroed || e->guard || !extent_huge_active())
+    if (!e->zeroed || e->guard || (pageheap.npages_active << LG_PAGE) < FRESH_MIN_ACTIVE || !extent_huge_active())
         return 0;
     /* The unit of the slab's last page, when the slab covers its start and clean free
      * space the rest of it: a fresh unit that slabs start to fill. */
