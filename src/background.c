@@ -40,6 +40,8 @@ static void purge_then_drain(uint64_t older_than, long policy, bool wait)
     arena_release_empty(older_than);
     purge_pass(older_than, policy, wait, false);
     transfer_drain_idle();
+    /* Dense units waiting for huge pages (thp:auto), a few a pass. */
+    extent_huge_work(8);
 }
 
 static void *bg_main(void *arg)

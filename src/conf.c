@@ -23,7 +23,7 @@ conf_t conf = {
     .background = BACKGROUND_AUTO,
     .arenas = 0,
     .tcache = 1,
-    .thp = 0,
+    .thp = THP_AUTO,
     .stats = 0,
     .stats_file = "",
     .verbose = 0,
@@ -68,6 +68,7 @@ typedef struct conf_src_s {
 static const char *const purge_names[] = { "none", "dontneed", "free", NULL };
 static const char *const background_names[] = { "off", "on", "auto", NULL };
 static const char *const stats_names[] = { "off", "on", "json", NULL };
+static const char *const thp_names[] = { "off", "on", "auto", NULL };
 
 /* The build writes tide(3)'s list of keys from this table (man/gen_conf_keys.c): a help
  * text is also a sentence of the manual. */
@@ -83,8 +84,11 @@ static const conf_key_t conf_keys[] = {
       "number of arenas; 0 = 4 per CPU" },
     { "tcache", CONF_BOOL, &conf.tcache, 0, 1, NULL, false, "on",
       "per-thread caches of small and medium objects" },
-    { "thp", CONF_BOOL, &conf.thp, 0, 1, NULL, true, "off",
-      "give the whole heap MADV_HUGEPAGE (and purge in 2 MiB units)" },
+    { "thp", CONF_MODE, &conf.thp, 0, 2, thp_names, true, "auto",
+      "transparent huge pages: auto (2 MiB units that slabs fill, or that are in use and resident, are "
+      "collapsed into huge pages with MADV_COLLAPSE, which sets no VMA flag, where the system's THP setting "
+      "is madvise or always; free pages go back as with off), on (MADV_HUGEPAGE on the whole heap, purged "
+      "in whole 2 MiB units: faster forks, more memory), off" },
     { "stats", CONF_MODE, &conf.stats, 0, 2, stats_names, true, "off",
       "print statistics at exit, labelled with the pid, the program, tide's version and the effective "
       "settings: off, on (text), json (one JSON object); on stderr, or into stats_file" },

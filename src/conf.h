@@ -22,6 +22,13 @@ typedef enum {
     BACKGROUND_AUTO = 2 /* only once the process has a second thread */
 } background_mode_t;
 
+typedef enum {
+    THP_OFF = 0,  /* no huge-page work: 4 KiB pages unless the system's THP setting is always */
+    THP_ON = 1,   /* MADV_HUGEPAGE on every range, whole; purge in whole 2 MiB units */
+    THP_AUTO = 2  /* dense 2 MiB units collapsed (MADV_COLLAPSE), no VMA flag, where the
+                   * system's THP setting is madvise or always (extent_huge.c) */
+} thp_mode_t;
+
 #define CONF_PREFIX_MAX 256
 /* The most of the file that is read (a static buffer: nothing may allocate yet). */
 #define CONF_FILE_MAX 8192
@@ -32,7 +39,7 @@ typedef struct conf_s {
     long background;       /* background_mode_t: the idle purger thread */
     long arenas;           /* 0: 4 per CPU */
     long tcache;
-    long thp;
+    long thp;              /* thp_mode_t */
     long stats;            /* print statistics at exit: 0 off, 1 text (on), 2 JSON */
     char stats_file[CONF_PREFIX_MAX]; /* where they go ("%p": the pid); "": stderr */
     long verbose;          /* the effective settings on stderr at start-up */

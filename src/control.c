@@ -38,7 +38,7 @@ TIDE_EXPORT int tide_conf_set(const char *key, const char *value)
         return -1;
     }
     if (strcmp(key, "thp") == 0)
-        region_set_thp(conf.thp != 0);
+        region_set_thp(conf.thp == THP_ON);
     if (strcmp(key, "guard") == 0 || strcmp(key, "guard_sample") == 0)
         guard_boot();
     return 0;

@@ -165,6 +165,7 @@ void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp)
 {
     e->state = (uint8_t)state;
     e->stamp = stamp;
+    e->fresh = 0;
     e->cls = EXTENT_NO_CLASS;
     e->moved_len = 0;
     e->moved_pieces = 0;
@@ -253,6 +254,7 @@ int extent_init(void)
 {
     lock_init(&pageheap.lock);
     list_init(&pageheap.dirty_lru);
+    extent_huge_init();
     /* The first range starts empty: its first page is a guard (below it lies the page
      * map), the rest goes to the heap. */
     const range_t *r = &region.ranges[0];
@@ -293,6 +295,7 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
     extent_clear_edges(f);
     unsigned state = f->state;
     uint64_t stamp = f->stamp;
+    uint8_t fresh = f->fresh;
     size_t lead = (start - f->addr) >> LG_PAGE;
     size_t trail = f->npages - lead - npages;
     extent_t *cut = f;
@@ -302,6 +305,7 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
         cut->range = f->range;
         f->npages = lead;
         extent_insert_free(f, state, stamp);
+        f->fresh = fresh; /* (runs are whole: the pieces merge with nothing) */
     }
     if (trail) {
         extent_t *t = extent_desc_get();
@@ -310,17 +314,20 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
         t->range = cut->range;
         t->freed = f->freed & EXTENT_FREED_INSIDE; /* (it may: what is known is of all F) */
         extent_insert_free(t, state, stamp);
+        t->fresh = fresh;
     }
     cut->freed = 0;
     cut->guard = 0;
     cut->sample = 0;
     cut->addr = start;
     cut->npages = npages;
-    cut->zeroed = state == EXTENT_CLEAN;
+    cut->zeroed = state == EXTENT_CLEAN || fresh;
+    cut->fresh = 0;
     cut->moved_len = 0;
     cut->moved_pieces = 0;
     pageheap.npages_active += npages;
-    if (state != EXTENT_CLEAN)
+    extent_units_use(cut->range, start, npages, true);
+    if (state != EXTENT_CLEAN && !fresh)
         __atomic_store_n(&pageheap.reused, pageheap.reused + npages, __ATOMIC_RELAXED);
     return cut;
 }
@@ -575,11 +582,14 @@ extent_t *extent_alloc_sampled(size_t npages, unsigned sample)
 extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
 {
     unsigned guard = extent_guards_wanted();
+    uintptr_t fresh_unit = 0;
+    unsigned fresh_units = 0;
     lock_acquire(&pageheap.lock);
     extent_t *e = take(sc_slab_pages[cls] + guard, PAGE, true);
     if (e) {
         e->state = EXTENT_SLAB;
         e->guard = guard;
+        fresh_unit = extent_huge_prepare_slab(e, &fresh_units);
         e->cls = (uint8_t)cls;
         e->arena = (uint16_t)arena;
         unsigned nregs = sc_nregs[cls];
@@ -614,6 +624,11 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
     lock_release(&pageheap.lock);
     if (e && guard)
         extent_guard_install(extent_end(e) - PAGE, PAGE);
+    /* Huge pages (thp:auto): the fresh unit this slab starts, else a dense unit waiting. */
+    if (fresh_unit)
+        extent_huge_collapse_fresh(fresh_unit, fresh_units);
+    else if (unlikely(extent_huge_pending()))
+        extent_huge_work(1);
     return e;
 }
 
@@ -639,6 +654,7 @@ static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
     bool large = e->state == EXTENT_LARGE;
     size_t npages = e->npages;
     pageheap.npages_active -= npages;
+    extent_units_use(e->range, e->addr, npages, false);
     /* The block's first page goes on telling a second free that the block is free: the
      * run's first page when nothing merges before it, else an interior page saying so
      * (extent_keep_freed_head). */
@@ -738,6 +754,7 @@ bool extent_resize(extent_t *e, size_t npages)
         extent_clear_edges(e);
         pageheap.npages_active -= cut;
         e->npages = npages + e->guard;
+        extent_units_use(e->range, extent_end(e), cut, false);
         extent_add_free_run(extent_end(e), cut, e->range, EXTENT_DIRTY, os_now_ns());
         ok = true;
     } else {
@@ -756,6 +773,7 @@ bool extent_resize(extent_t *e, size_t npages)
         }
         extent_clear_edges(e);
         pageheap.npages_active += extra;
+        extent_units_use(e->range, extent_end(e), extra, true);
         e->npages = npages + e->guard;
         ok = true;
     }
@@ -816,6 +834,7 @@ void extent_finish_move(extent_t *old, extent_t *target)
     pageheap.npages_guard -= old->guard;
     pageheap.npages_guard_large -= old->guard;
     pageheap.npages_active -= old->npages;
+    extent_units_use(old->range, old->addr, old->npages, false);
     pageheap.nlarge_free++;
     extent_insert_free(old, EXTENT_CLEAN, 0);
     int cls = sc_large_class_of_pages(extent_block_pages(target));
@@ -835,6 +854,7 @@ void extent_hold(extent_t *e)
         pm_write(r, e->addr + (i << LG_PAGE), pm_guard(e));
     e->state = EXTENT_HELD;
     pageheap.npages_active -= e->npages;
+    extent_units_use(e->range, e->addr, e->npages, false);
     pageheap.npages_held += e->npages;
     pageheap.npages_guard -= e->guard;
     pageheap.npages_guard_large -= e->guard;

@@ -71,6 +71,8 @@ typedef struct extent_s {
     size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
     uint8_t moved_pieces; /* ... how many such VMAs */
     uint8_t freed;        /* free: EXTENT_FREED_* (first pages of freed large blocks) */
+    uint8_t fresh;        /* dirty: never used since it was clean (extent_huge.c): reads as
+                           * zero, and taking it is no reuse */
     uint16_t sample;   /* large, held: a sampled block (guard_sample): its record's index + 1 */
     uint32_t guard;    /* slab, large, held: pages after the block, not part of it: the first a
                         * guard page, the rest (if any) padding to the block's alignment */
@@ -215,6 +217,26 @@ uint64_t extent_oldest_dirty(void);
  * FORGET: an explicit trim (malloc_trim, tide_purge).  Caller holds purge_lock (not the
  * page-heap lock): one trimmer at a time, never beside a purge pass. */
 void extent_trim_tail(bool forget);
+
+/* ---- huge pages under thp:auto (extent_huge.c) ---- */
+/* Start-up: read the system's THP setting. */
+void extent_huge_init(void);
+/* thp:auto, a system THP setting of madvise or always, and a kernel that collapses. */
+bool extent_huge_active(void);
+/* Dense units wait to be collapsed. */
+bool extent_huge_pending(void);
+/* Collapse up to BUDGET dense units that are resident enough (each looked at once, with
+ * mincore, and collapsed with MADV_COLLAPSE outside the lock).  No lock held. */
+void extent_huge_work(unsigned budget);
+typedef struct extent_huge_stats_s {
+    long mode;        /* conf.thp */
+    int setting;      /* the system's: 0 never (or absent), 1 madvise, 2 always */
+    bool refused;     /* the kernel refused MADV_COLLAPSE */
+    bool active;
+    uint64_t collapsed, fresh, failed; /* dense units collapsed; fresh units; failures */
+    uint64_t meta;    /* units of the metadata range collapsed */
+} extent_huge_stats_t;
+void extent_huge_stats(extent_huge_stats_t *out);
 
 const range_t *extent_range(const extent_t *e);
 

@@ -122,8 +122,10 @@ void extent_put_purged(extent_t **ext, size_t n, extent_state_t state)
         TIDE_ASSERT(e->state == EXTENT_PURGING);
         pageheap.npages[EXTENT_DIRTY] -= e->npages;
         /* Purged, the pages may become slabs again (the freed heads' entries stay). */
-        if (state != EXTENT_DIRTY)
+        if (state != EXTENT_DIRTY) {
             e->freed &= (uint8_t)~EXTENT_FREED_INSIDE;
+            extent_units_purged(e->range, e->addr, e->npages); /* huge pages split */
+        }
         extent_insert_free(e, state, state == EXTENT_DIRTY ? os_now_ns() : 0);
     }
 }
@@ -147,6 +149,7 @@ void extent_put_purged_span(extent_t *e, uintptr_t lo, uintptr_t hi, extent_stat
     /* Purged, the pages may become slabs again; a head at START now begins the fringe
      * (whose edge tells a second free), and LO is no head. */
     e->freed = lo > start ? 0 : e->freed & EXTENT_FREED_AT_START;
+    extent_units_purged(e->range, e->addr, e->npages);
     extent_insert_free(e, state, 0);
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* extent_internal.h - the page heap's own helpers, shared by its two files: extent.c
- * (allocation, free, resize, metadata) and extent_dirty.c (runs handed to the purge
- * engine, the range's free tail).  Nothing else includes it.  All of them need the
+/* extent_internal.h - the page heap's own helpers, shared by its files: extent.c
+ * (allocation, free, resize, metadata), extent_dirty.c (runs handed to the purge
+ * engine, the range's free tail) and extent_huge.c (2 MiB units, thp:auto).  Nothing else includes it.  All of them need the
  * page-heap lock held. */
 #ifndef TIDE_EXTENT_INTERNAL_H
 #define TIDE_EXTENT_INTERNAL_H
@@ -43,5 +43,17 @@ void extent_add_free_run(uintptr_t addr, size_t npages, unsigned range, unsigned
 /* Merge the adjacent free runs from L to R, whatever their states, into one in the least
  * clean of them; returns it, in its tree. */
 extent_t *extent_merge_span(extent_t *l, extent_t *r);
+
+/* The unit record (extent_huge.c): NPAGES pages at ADDR of range RANGE come into use
+ * (USED) or leave it. */
+void extent_units_use(unsigned range, uintptr_t addr, size_t npages, bool used);
+/* NPAGES pages at ADDR of range RANGE were purged: a huge page they were in is split. */
+void extent_units_purged(unsigned range, uintptr_t addr, size_t npages);
+/* Slab E was just cut from clean pages: the first of *NUNITS units to collapse for it
+ * (then the rest of them is a fresh dirty run), or 0.  Needs a descriptor. */
+uintptr_t extent_huge_prepare_slab(extent_t *e, unsigned *nunits);
+/* Collapse the K fresh units from U, the first holding a slab the caller holds (no lock
+ * held). */
+void extent_huge_collapse_fresh(uintptr_t u, unsigned k);
 
 #endif

@@ -49,7 +49,7 @@ TIDE_NOINLINE bool init_boot(void)
     os_init();
     freelist_init();
     unsigned n = conf.arenas ? (unsigned)conf.arenas : 4 * os_ncpus();
-    int err = region_init(conf.thp != 0);
+    int err = region_init(conf.thp == THP_ON);
     if (!err)
         err = meta_init();
     if (!err)

@@ -179,7 +179,7 @@ void *large_alloc(size_t size, size_t align, bool zero)
      * free space or the range grows for it. */
     if (region_admit(ALIGN_UP(size, PAGE) + (align > PAGE ? align - PAGE : 0)) != 0)
         return NULL;
-    if (ATOMIC_LOAD(&conf.thp) && size >= HUGEPAGE) {
+    if (ATOMIC_LOAD(&conf.thp) == THP_ON && size >= HUGEPAGE) {
         /* Whole aligned huge pages: the kernel faults them in whole anyway, and the
          * block can later be purged whole, leaving no fringe that would split one. */
         size = ALIGN_UP(size, HUGEPAGE);

@@ -9,7 +9,7 @@ src_libtide_la_SOURCES = \
 	src/region.h src/region.c src/pagemap.h \
 	src/freelist.h src/freelist.c \
 	src/meta.h src/meta.c \
-	src/extent.h src/extent_internal.h src/extent.c src/extent_dirty.c \
+	src/extent.h src/extent_internal.h src/extent.c src/extent_dirty.c src/extent_huge.c \
 	src/purge.h src/purge.c \
 	src/guard.h src/guard.c \
 	src/arena.h src/arena.c \

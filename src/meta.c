@@ -24,6 +24,9 @@ static uintptr_t chunk_lo[META_MAX_CHUNKS], chunk_hi[META_MAX_CHUNKS];
 static unsigned nchunks;
 static uintptr_t cur, end; /* the chunk being bumped: [cur, end) is free */
 static size_t mapped, used;
+/* Per chunk, where the 2 MiB units not yet handed to meta_take_full_unit start. */
+static uintptr_t unit_next[META_MAX_CHUNKS];
+static int units_ready; /* a unit was handed out whole since the last look (atomic) */
 
 static int new_chunk(size_t len, uintptr_t hint)
 {
@@ -75,11 +78,34 @@ void *meta_alloc(size_t size)
     void *p = NULL;
     if (cur + size <= end || grow(size) == 0) {
         p = (void *)cur;
+        if ((cur >> LG_HUGEPAGE) != ((cur + size) >> LG_HUGEPAGE))
+            ATOMIC_STORE(&units_ready, 1);
         cur += size;
         used += size;
     }
     lock_release(&meta_lock);
     return p;
+}
+
+bool meta_full_unit_waits(void) { return ATOMIC_LOAD(&units_ready) != 0; }
+
+uintptr_t meta_take_full_unit(void)
+{
+    if (!meta_full_unit_waits())
+        return 0;
+    lock_acquire(&meta_lock);
+    for (unsigned i = 0; i < nchunks; i++) {
+        uintptr_t lim = i == nchunks - 1 ? cur : chunk_hi[i];
+        uintptr_t u = MAX(ALIGN_UP(chunk_lo[i], HUGEPAGE), unit_next[i]);
+        if (u + HUGEPAGE <= lim) {
+            unit_next[i] = u + HUGEPAGE;
+            lock_release(&meta_lock);
+            return u;
+        }
+    }
+    ATOMIC_STORE(&units_ready, 0);
+    lock_release(&meta_lock);
+    return 0;
 }
 
 void meta_stats(meta_stats_t *out)

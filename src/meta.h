@@ -9,6 +9,7 @@
 #ifndef TIDE_META_H
 #define TIDE_META_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,13 @@ int meta_init(void);
 /* SIZE bytes of zeroed metadata, or NULL when memory is exhausted.  Any lock may be held:
  * meta's own is taken last. */
 void *meta_alloc(size_t size);
+
+/* Whether a 2 MiB unit of the range was handed out whole since meta_take_full_unit last
+ * said there was none. */
+bool meta_full_unit_waits(void);
+/* The next aligned 2 MiB unit wholly handed out (each once), or 0: thp:auto collapses it
+ * when it is resident (extent_huge.c).  Takes meta's lock. */
+uintptr_t meta_take_full_unit(void);
 
 typedef struct meta_stats_s {
     size_t mapped; /* bytes mapped */

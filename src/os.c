@@ -615,6 +615,38 @@ int os_hugepage(uintptr_t addr, size_t size)
     return err;
 }
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+int os_collapse(uintptr_t addr, size_t size)
+{
+    OS_KEEP_ERRNO;
+    if (os_fault(OS_OP_COLLAPSE))
+        return EINVAL;
+    int err = madvise((void *)addr, size, MADV_COLLAPSE) ? errno : 0;
+    ATOMIC_ADD(&os_counters.collapse_calls, 1);
+    return err;
+}
+
+int os_thp_setting(void)
+{
+    OS_KEEP_ERRNO;
+    char buf[128];
+    int fd = os_sys_open("/sys/kernel/mm/transparent_hugepage/enabled");
+    if (fd < 0)
+        return 0;
+    long n = os_sys_read(fd, buf, sizeof buf - 1);
+    os_sys_close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* "always [madvise] never": the word in brackets is in force. */
+    if (strstr(buf, "[always]"))
+        return 2;
+    return strstr(buf, "[madvise]") ? 1 : 0;
+}
+
 int os_name(uintptr_t addr, size_t size, const char *name)
 {
     OS_KEEP_ERRNO;

@@ -36,6 +36,7 @@ typedef enum {
     OS_OP_GUARD,   /* MADV_GUARD_INSTALL fails with EINVAL, as before Linux 6.13 */
     OS_OP_NAME,    /* plays a kernel that names mappings: os_name is recorded, not made, and works */
     OS_OP_NO_PROCMAP_QUERY, /* the PROCMAP_QUERY ioctl fails with ENOTTY, as before Linux 6.11 */
+    OS_OP_COLLAPSE, /* MADV_COLLAPSE fails with EINVAL, as before Linux 6.1 (or a kernel that refuses it) */
     OS_OP_COUNT
 } os_op_t;
 
@@ -51,6 +52,7 @@ typedef struct os_counters_s {
     uint64_t unmap_calls;
     uint64_t guard_calls;
     uint64_t name_calls; /* prctl(PR_SET_VMA_ANON_NAME) calls made */
+    uint64_t collapse_calls; /* madvise(MADV_COLLAPSE) calls made */
 } os_counters_t;
 
 extern os_counters_t os_counters;
@@ -167,6 +169,14 @@ bool os_secure(void);
 int os_read_file(const char *path, char *buf, size_t cap, size_t *len, bool *truncated);
 /* Bytes of [ADDR, ADDR+SIZE) that are resident (mincore). */
 size_t os_resident(uintptr_t addr, size_t size);
+/* Make [ADDR, ADDR+SIZE) (whole aligned 2 MiB units) huge pages now (MADV_COLLAPSE,
+ * Linux 6.1+): pages not present are filled with zeros, contents are kept, and no VMA
+ * flag is set (no split).  0, or EINVAL (no such advice, or a unit it cannot take),
+ * EAGAIN, ENOMEM (no huge page to be had), EBUSY. */
+int os_collapse(uintptr_t addr, size_t size);
+/* The system's THP setting (/sys/kernel/mm/transparent_hugepage/enabled): 0 never or
+ * unreadable, 1 madvise, 2 always. */
+int os_thp_setting(void);
 /* VMAs of /proc/self/maps that overlap [LO, HI); -1 when it cannot be read. */
 long os_count_vmas(uintptr_t lo, uintptr_t hi);
 

@@ -104,7 +104,7 @@ static size_t pass(uint64_t older_than, long policy, bool decay_pass, bool whole
 {
     os_advice_t advice = policy_advice(policy);
     extent_state_t done_state = advice == OS_ADV_FREE ? EXTENT_LAZY : EXTENT_CLEAN;
-    bool thp = ATOMIC_LOAD(&conf.thp) != 0 && !whole;
+    bool thp = ATOMIC_LOAD(&conf.thp) == THP_ON && !whole;
     long decay = ATOMIC_LOAD(&conf.decay_ms);
     decay_pass = decay_pass && decay > 0;
     size_t total = 0, left = SIZE_MAX; /* pages this pass may still take */

@@ -205,6 +205,9 @@ static void stats_print_to(stats_out_t *o, bool json, bool settings, bool classe
     stats_who(&w);
     char val[CONF_PREFIX_MAX];
     static const char *const adv[] = { "dontneed", "free", "hugepage" };
+    static const char *const thp_mode[] = { "off", "on", "auto" };
+    extent_huge_stats_t h;
+    extent_huge_stats(&h);
     if (json) {
         /* One object: who, the settings, the counters of tide_stats_t by their names, the
          * classes. */
@@ -227,6 +230,9 @@ static void stats_print_to(stats_out_t *o, bool json, bool settings, bool classe
         for (int a = 0; a < 3; a++)
             stats_put(o, ",\"madvise_%s_calls\":%llu,\"madvise_%s_bytes\":%llu", adv[a],
                       (unsigned long long)s.madvise_calls[a], adv[a], (unsigned long long)s.madvise_bytes[a]);
+        stats_put(o, ",\"thp\":{\"mode\":\"%s\",\"active\":%s,\"fresh\":%llu,\"dense\":%llu,\"metadata\":%llu,\"failed\":%llu}",
+                  thp_mode[h.mode], h.active ? "true" : "false", (unsigned long long)h.fresh,
+                  (unsigned long long)h.collapsed, (unsigned long long)h.meta, (unsigned long long)h.failed);
         if (classes) {
             stats_put(o, ",\"classes\":[");
             for (unsigned c = 0; c < SC_NSMALL; c++) {
@@ -259,6 +265,18 @@ static void stats_print_to(stats_out_t *o, bool json, bool settings, bool classe
     for (int a = 0; a < 3; a++)
         stats_put(o, "  madvise %-14s %llu calls, %llu bytes\n", adv[a], (unsigned long long)s.madvise_calls[a],
                   (unsigned long long)s.madvise_bytes[a]);
+    /* Huge pages: the mode, and under auto what the system allowed and what was done. */
+    static const char *const setting[] = { "never", "madvise", "always" };
+    if (h.mode == THP_AUTO && h.active)
+        stats_put(o, "  thp                    auto: collapsing dense 2 MiB units (system THP %s): %llu fresh, %llu "
+                     "dense, %llu metadata, %llu failed\n",
+                  setting[h.setting], (unsigned long long)h.fresh, (unsigned long long)h.collapsed,
+                  (unsigned long long)h.meta, (unsigned long long)h.failed);
+    else if (h.mode == THP_AUTO)
+        stats_put(o, "  thp                    auto: off (%s)\n",
+                  h.refused ? "the kernel refused MADV_COLLAPSE" : "the system's THP setting is never");
+    else
+        stats_put(o, "  thp                    %s\n", h.mode == THP_ON ? "on: MADV_HUGEPAGE on the whole heap" : "off");
     /* Where the heap is, as /proc/PID/maps writes it. */
     unsigned nr = ATOMIC_LOAD_ACQ(&region.nranges);
     for (unsigned i = 0; i < nr; i++)

@@ -19,6 +19,8 @@
  * is recorded and works, without the prctl), so that the namings of every mapping can be
  * checked on this machine's kernel, which has none.  Op 11 plays a kernel without
  * PROCMAP_QUERY (before Linux 6.11): a mapping is looked up in the text of the maps file.
+ * Op 12 plays a kernel that refuses MADV_COLLAPSE (EINVAL, as before Linux 6.1): thp:auto
+ * becomes thp:off without a word, and the statistics say so in one line.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
@@ -42,7 +44,7 @@
 
 enum {
     F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
-    F_PROBE = 7, F_UNMAP = 8, F_GUARD = 9, F_NAME_PLAY = 10, F_NO_PROCMAP_QUERY = 11, F_COUNT = 12
+    F_PROBE = 7, F_UNMAP = 8, F_GUARD = 9, F_NAME_PLAY = 10, F_NO_PROCMAP_QUERY = 11, F_COLLAPSE = 12, F_COUNT = 13
 };
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
@@ -1596,4 +1598,57 @@ Test(fault, guard_einval_warns_once_and_runs_without_guard_pages, .timeout = 60)
     for (int i = 1; i < 32; i += 2)
         free(v[i]);
     tt_assert_heap_ok("at the end");
+}
+
+/* ---- a kernel that refuses MADV_COLLAPSE ------------------------------------------------ */
+
+#define COLLAPSE_OBJS (64 * 1024)
+static void collapse_refused_run(void *arg)
+{
+    void **v = arg;
+    for (int i = 0; i < COLLAPSE_OBJS; i++) {
+        v[i] = malloc(512);
+        if (v[i])
+            memset(v[i], 5, 512);
+    }
+}
+
+static void print_stats(void *unused)
+{
+    (void)unused;
+    tide_stats_print(0);
+}
+
+static bool thp_system_allows(void)
+{
+    char buf[128] = "";
+    int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return strstr(buf, "[madvise]") || strstr(buf, "[always]");
+}
+
+Test(fault, refused_collapse_turns_thp_auto_off_without_a_warning, .timeout = 120)
+{
+    if (!thp_system_allows())
+        cr_skip_test("the system's THP setting is never: thp:auto is off already");
+    conf("thp", "auto");
+    static void *v[COLLAPSE_OBJS];
+    char *err = NULL, *stats = NULL;
+    arm(F_COLLAPSE, 0, ALWAYS);
+    tt_capture(collapse_refused_run, v, NULL, &err); /* 32 MiB of slabs: many fresh units */
+    tt_capture(print_stats, NULL, NULL, &stats);
+    disarm();
+    cr_expect_str_eq(err, "", "a refused MADV_COLLAPSE printed something");
+    cr_expect(strstr(stats, "  thp                    auto: off (the kernel refused MADV_COLLAPSE)\n") != NULL, "%s",
+              stats);
+    free(err);
+    free(stats);
+    for (int i = 0; i < COLLAPSE_OBJS; i++) {
+        cr_assert(v[i] != NULL);
+        free(v[i]);
+    }
+    tt_assert_heap_ok("after MADV_COLLAPSE was refused");
 }

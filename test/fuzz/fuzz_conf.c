@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in_range(conf.background, 0, 2);
     in_range(conf.arenas, 0, 1024);
     in_range(conf.tcache, 0, 1);
-    in_range(conf.thp, 0, 1);
+    in_range(conf.thp, 0, 2);
     in_range(conf.stats, 0, 1);
     in_range(conf.remap, 0, 1);
     in_range(conf.remap_max, 0, 4096);

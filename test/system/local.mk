@@ -88,6 +88,14 @@ test_system_purge_LDADD = src/libtide.la $(CRITERION_LIBS)
 test_system_purge_LDFLAGS = -no-install
 EXTRA_test_system_purge_DEPENDENCIES = test/system/purge_probe$(EXEEXT)
 
+# thp:auto's huge pages, read from /proc/self/smaps: coverage, one VMA, purge, statistics.
+check_PROGRAMS += test/system/thp
+TESTS += test/system/thp
+test_system_thp_SOURCES = test/system/thp.c $(tide_test_support)
+test_system_thp_CPPFLAGS = $(rel_cppflags) $(CRITERION_CFLAGS)
+test_system_thp_LDADD = src/libtide.la $(CRITERION_LIBS)
+test_system_thp_LDFLAGS = -no-install
+
 # Large realloc: in place, mremap moves, heals, the VMA budget.
 check_PROGRAMS += test/system/large_realloc
 TESTS += test/system/large_realloc

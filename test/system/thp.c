@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * thp.c - thp:auto's huge pages, read from /proc/self/smaps: a heap of small objects
+ * filled densely is mostly on huge pages while tide's range stays one VMA; thp:off keeps
+ * 4 KiB pages; a unit freed whole goes back; the statistics say what is in force.  The
+ * cases that need the kernel's huge pages are skipped where the system's THP setting is
+ * never (thp:auto is then thp:off: test/fault plays a kernel that refuses MADV_COLLAPSE).
+ */
+#include "support.h"
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "tide.h"
+
+#define MiB ((size_t)1 << 20)
+#define FILL (96 * MiB)
+#define OBJ 256
+
+/* The system's THP setting: the word in brackets. */
+static const char *thp_setting(void)
+{
+    static char buf[128];
+    int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return "absent";
+    buf[n] = '\0';
+    return strstr(buf, "[always]") ? "always" : strstr(buf, "[madvise]") ? "madvise" : "never";
+}
+
+typedef struct {
+    long rss_kb, huge_kb, vmas;
+} smaps_t;
+
+/* Rss and AnonHugePages of the mappings that overlap tide's ranges, and their count. */
+static smaps_t tide_smaps(void)
+{
+    uintptr_t r[8][2];
+    size_t nr = tide_ranges(r, 8);
+    smaps_t s = { 0, 0, 0 };
+    FILE *f = fopen("/proc/self/smaps", "r");
+    cr_assert(f != NULL);
+    char line[512];
+    bool in = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = false;
+            for (size_t i = 0; i < nr && i < 8; i++)
+                if (b > r[i][0] && a < r[i][1])
+                    in = true;
+            s.vmas += in;
+            continue;
+        }
+        long kb;
+        if (in && sscanf(line, "Rss: %ld kB", &kb) == 1)
+            s.rss_kb += kb;
+        if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+            s.huge_kb += kb;
+    }
+    fclose(f);
+    return s;
+}
+
+static void **fill(size_t bytes, size_t *n)
+{
+    *n = bytes / OBJ;
+    void **v = malloc(*n * sizeof *v);
+    cr_assert(v != NULL);
+    for (size_t i = 0; i < *n; i++) {
+        v[i] = malloc(OBJ);
+        cr_assert(v[i] != NULL);
+        memset(v[i], (int)(i & 0xff) | 1, OBJ);
+    }
+    return v;
+}
+
+static void check_fill(void **v, size_t n)
+{
+    for (size_t i = 0; i < n; i += 97)
+        cr_assert_eq(((unsigned char *)v[i])[OBJ - 1], (unsigned char)((i & 0xff) | 1), "object %zu changed", i);
+}
+
+Test(thp, auto_puts_a_dense_heap_on_huge_pages_in_one_vma, .timeout = 120)
+{
+    if (strcmp(thp_setting(), "madvise") && strcmp(thp_setting(), "always"))
+        cr_skip_test("the system's THP setting is %s", thp_setting());
+    char mode[16];
+    cr_assert_eq(tide_conf_get("thp", mode, sizeof mode), 0);
+    cr_assert_str_eq(mode, "auto", "thp:auto is the default");
+    smaps_t before = tide_smaps();
+    size_t n;
+    void **v = fill(FILL, &n);
+    smaps_t s = tide_smaps();
+    cr_log_info("thp:auto, %zu MiB of %d-byte objects: Rss %ld kB, AnonHugePages %ld kB, %ld VMAs", FILL >> 20, OBJ,
+                s.rss_kb, s.huge_kb, s.vmas);
+    /* Most of it: every unit slabs filled from the start (the first, shared with the heap's
+     * start, and the last, still filling, may not be). */
+    cr_expect_geq(s.huge_kb - before.huge_kb, (long)(FILL * 8 / 10 / 1024), "%ld kB on huge pages of %zu kB live",
+                  s.huge_kb - before.huge_kb, FILL / 1024);
+    cr_expect_eq(s.vmas, 1, "tide's range is %ld VMAs", s.vmas);
+    /* No more memory than the objects: at most a unit (2 MiB) past thp:off's Rss. */
+    cr_expect_leq(s.rss_kb - before.rss_kb, (long)(FILL * 105 / 100 / 1024 + 2048), "Rss grew by %ld kB",
+                  s.rss_kb - before.rss_kb);
+    check_fill(v, n);
+    cr_expect_eq(tide_check(), 0);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+Test(thp, off_keeps_4k_pages, .timeout = 120)
+{
+    if (!strcmp(thp_setting(), "always"))
+        cr_skip_test("the system's THP setting is always: the kernel gives huge pages anyway");
+    cr_assert_eq(tide_conf_set("thp", "off"), 0);
+    smaps_t before = tide_smaps();
+    size_t n;
+    void **v = fill(FILL, &n);
+    smaps_t s = tide_smaps();
+    cr_log_info("thp:off: Rss %ld kB, AnonHugePages %ld kB, %ld VMAs", s.rss_kb, s.huge_kb, s.vmas);
+    cr_expect_eq(s.huge_kb, before.huge_kb, "thp:off put %ld kB on huge pages", s.huge_kb - before.huge_kb);
+    cr_expect_eq(s.vmas, 1);
+    check_fill(v, n);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Units freed whole go back (tide_purge breaks the huge pages: memory must go back). */
+Test(thp, a_unit_freed_whole_is_given_back, .timeout = 120)
+{
+    if (strcmp(thp_setting(), "madvise") && strcmp(thp_setting(), "always"))
+        cr_skip_test("the system's THP setting is %s", thp_setting());
+    smaps_t before = tide_smaps();
+    size_t n;
+    void **v = fill(FILL, &n);
+    smaps_t full = tide_smaps();
+    cr_assert_gt(full.huge_kb, before.huge_kb);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+    tide_purge();
+    smaps_t s = tide_smaps();
+    cr_log_info("filled: Rss %ld kB (%ld kB huge); freed and purged: Rss %ld kB (%ld kB huge)", full.rss_kb,
+                full.huge_kb, s.rss_kb, s.huge_kb);
+    cr_expect_leq(s.rss_kb, before.rss_kb + 4096, "Rss %ld kB after everything was freed and purged (%ld kB before)",
+                  s.rss_kb, before.rss_kb);
+    cr_expect_leq(s.huge_kb, before.huge_kb + 2048, "%ld kB still on huge pages", s.huge_kb);
+    cr_expect_eq(s.vmas, 1);
+    cr_expect_eq(tide_check(), 0);
+}
+
+static void print_stats(void *unused)
+{
+    (void)unused;
+    tide_stats_print(0);
+}
+
+static char *stats_text(void)
+{
+    char *err;
+    tt_capture(print_stats, NULL, NULL, &err);
+    return err;
+}
+
+Test(thp, statistics_say_what_is_in_force)
+{
+    char *t = stats_text();
+    if (!strcmp(thp_setting(), "madvise") || !strcmp(thp_setting(), "always")) {
+        char want[96];
+        snprintf(want, sizeof want, "auto: collapsing dense 2 MiB units (system THP %s)", thp_setting());
+        cr_expect(strstr(t, want) != NULL, "%s", t);
+    } else {
+        cr_expect(strstr(t, "auto: off (the system's THP setting is never)") != NULL, "%s", t);
+    }
+    free(t);
+    cr_assert_eq(tide_conf_set("thp", "off"), 0);
+    t = stats_text();
+    cr_expect(strstr(t, "  thp                    off\n") != NULL, "%s", t);
+    free(t);
+}
