@@ -71,8 +71,6 @@ typedef struct extent_s {
     size_t moved_len;  /* large: its first moved_len bytes sit in VMAs of their own (mremap) */
     uint8_t moved_pieces; /* ... how many such VMAs */
     uint8_t freed;        /* free: EXTENT_FREED_* (first pages of freed large blocks) */
-    uint8_t fresh;        /* dirty: never used since it was clean (extent_huge.c): reads as
-                           * zero, and taking it is no reuse */
     uint16_t sample;   /* large, held: a sampled block (guard_sample): its record's index + 1 */
     uint32_t guard;    /* slab, large, held: pages after the block, not part of it: the first a
                         * guard page, the rest (if any) padding to the block's alignment */
@@ -80,11 +78,16 @@ typedef struct extent_s {
     uint8_t cached;    /* large: in a thread's cache (written by that thread, read by any free) */
     uint8_t nquar;     /* slab: regions never handed out, as they start where freed large blocks
                         * did (pagemap.h, the was-head bit): their bits stay clear */
+    uint8_t fresh;     /* dirty: never used since it was clean (extent_huge.c): reads as
+                        * zero, and taking it is no reuse */
     union {
         uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
         extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof.c) */
     };
 } extent_t;
+/* A descriptor a slab (one for every 4 KiB of a heap of small objects) pays for in the
+ * metadata range, rounded to cache lines: one byte more than 128 makes it 192. */
+_Static_assert(sizeof(extent_t) <= 2 * TIDE_CACHELINE, "extent_t fits two cache lines");
 
 /* A free run's first page is that of a large block freed into it (its page-map entry tells
  * a second free so); the run holds such a page somewhere (slabs avoid it, take()). */
