@@ -504,7 +504,7 @@ static const struct {
     const char *key, *bad, *def;
 } conf_keys[] = {
     { "purge", "sometimes", "dontneed" },   { "decay_ms", "-2", "1000" },    { "background", "maybe", "auto" },
-    { "arenas", "99999", "0" },         { "tcache", "2", "on" },         { "thp", "yes please", "auto" },
+    { "arenas", "99999", "0" },         { "tcache", "2", "on" },         { "thp", "yes please", "off" },
     { "stats", "loud", "off" },         { "remap", "sure", "on" },       { "remap_max", "-1", "1" },
     { "remap_threshold", "12q", "1048576" }, { "prof", "always", "off" },  { "prof_sample", "0", "524288" },
     { "prof_final", "later", "off" },   { "prof_interval", "-1", "0" },  { "prof_prefix", "", "tide" },
