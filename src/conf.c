@@ -306,7 +306,8 @@ static int conf_set_src(const conf_src_t *src, const char *key, size_t keylen, c
         ok = parse_long(val, vallen, &v, k->type == CONF_SIZE) && v >= k->min && v <= k->max;
         break;
     case CONF_STRING:
-        if (vallen == 0 || vallen >= CONF_PREFIX_MAX || memchr(val, '\0', vallen))
+        /* Empty only where the default is ("stats_file:": back to stderr). */
+        if ((vallen == 0 && k->def[0] != '\0') || vallen >= CONF_PREFIX_MAX || memchr(val, '\0', vallen))
             break;
         memcpy(k->value, val, vallen);
         ((char *)k->value)[vallen] = '\0';

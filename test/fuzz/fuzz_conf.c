@@ -37,7 +37,8 @@ static void in_range(long v, long lo, long hi)
 }
 
 static const char *const keys[] = { "purge",           "decay_ms", "background",  "arenas",     "tcache",
-                                    "thp",             "stats",    "remap",       "remap_max",  "remap_threshold",
+                                    "thp",             "stats",    "stats_file",  "verbose",    "remap",
+                                    "remap_max",       "remap_threshold",
                                     "prof",            "prof_sample", "prof_final", "prof_interval", "prof_prefix",
                                     "guard",           "guard_quarantine", "guard_sample" };
 
@@ -62,7 +63,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in_range(conf.arenas, 0, 1024);
     in_range(conf.tcache, 0, 1);
     in_range(conf.thp, 0, 2);
-    in_range(conf.stats, 0, 1);
+    in_range(conf.stats, 0, 2);
+    in_range(conf.verbose, 0, 1);
+    size_t flen = strnlen(conf.stats_file, sizeof conf.stats_file);
+    if (flen == sizeof conf.stats_file || memchr(conf.stats_file, ',', flen))
+        abort();
     in_range(conf.remap, 0, 1);
     in_range(conf.remap_max, 0, 4096);
     in_range(conf.remap_threshold, 64 << 10, (long)1 << 40);
