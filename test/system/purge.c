@@ -509,7 +509,7 @@ static const struct {
     { "remap_threshold", "12q", "1048576" }, { "prof", "always", "off" },  { "prof_sample", "0", "524288" },
     { "prof_final", "later", "off" },   { "prof_interval", "-1", "0" },  { "prof_prefix", "", "tide" },
     { "guard", "maybe", "off" },        { "guard_quarantine", "-1", "4194304" }, { "guard_sample", "1x", "0" },
-    { "stats_file", "", "" },           { "verbose", "loud", "off" },
+    { "verbose", "loud", "off" },
 };
 
 static int count_lines(const char *s)
@@ -534,6 +534,24 @@ Test(conf, every_bad_value_warns_once_and_keeps_the_default, .timeout = 60)
                       strstr(o.err, conf_keys[i].bad) && strstr(o.err, "accepted"),
                   "TIDE_CONF=%s: the warning must name the key, the value and what is accepted:\n%s", conf, o.err);
     }
+}
+
+/* stats_file has no bad value but a length: empty is its default (stderr), so a later
+ * source can undo an earlier one's file with `stats_file:`. */
+Test(conf, stats_file_takes_its_empty_default_and_rejects_a_path_too_long, .timeout = 30)
+{
+    probe_out_t o;
+    probe_ok(&o, "stats_file:/tmp/x,stats_file:", (const char *[]){ "conf", "stats_file", NULL });
+    cr_expect_str_eq(o.out, "stats_file=\n", "stats_file: set back to empty: %s", o.out);
+    cr_expect_str_eq(o.err, "", "stats_file: is no bad value:\n%s", o.err);
+    char conf[400];
+    int n = snprintf(conf, sizeof conf, "stats_file:/tmp/");
+    memset(conf + n, 'x', 300);
+    conf[n + 300] = '\0';
+    probe_ok(&o, conf, (const char *[]){ "conf", "stats_file", NULL });
+    cr_expect_str_eq(o.out, "stats_file=\n", "a path of 305 bytes was taken: %s", o.out);
+    cr_expect_eq(count_lines(o.err), 1, "want one warning line, got:\n%s", o.err);
+    cr_expect(strstr(o.err, "tide: TIDE_CONF: bad value") && strstr(o.err, "stats_file"), "%s", o.err);
 }
 
 Test(conf, unknown_key_and_malformed_entries_warn, .timeout = 30)
