@@ -28,6 +28,7 @@
 #include "alloc_mode.h" /* generated: defines TIDE_TEST_GLIBC in glibc mode */
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -156,6 +157,25 @@ static inline bool tt_is_pow2(size_t x) { return x && !(x & (x - 1)); }
 /* Keep the calling thread on CPU (-1: the one it runs on now); 0 on success.  A cache
  * refills from the arena of the CPU its thread runs on, so a test that counts one arena's
  * slabs must not move between CPUs, which a busy machine makes it do. */
+/* Remove DIR (a test's temporary folder from mkdtemp) and the files in it; nothing if it
+ * is gone already. */
+static inline void tt_rmtree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
 static inline int tt_pin_cpu(int cpu)
 {
     if (cpu < 0)

@@ -121,22 +121,6 @@ static void tmpdir(char *dir, size_t cap)
     cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
 }
 
-static void rmtree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 /* The names of DIR's files that start with PREFIX and end with SUFFIX, sorted. */
 static int list_files(const char *dir, const char *prefix, const char *suffix, char names[][256], int max)
@@ -202,7 +186,7 @@ Test(prof, two_call_sites_in_known_shares_read_by_google_pprof_and_jeprof, .time
             free(text);
         }
         tt_child_free(&r);
-        rmtree(dir);
+        tt_rmtree(dir);
     }
 }
 
@@ -243,7 +227,7 @@ Test(prof, every_entry_point_records_its_callers_stack, .timeout = 300)
         tt_report("prof: %s: each entry point's 4 MiB at its caller; total %.1f MB", probes[i], total);
         free(text);
         tt_child_free(&r);
-        rmtree(dir);
+        tt_rmtree(dir);
     }
 }
 
@@ -283,7 +267,7 @@ Test(prof, siblings_that_differ_in_one_return_address_keep_their_own_stacks, .ti
                   s.samples, s.backtraces, s.reused);
         free(text);
         tt_child_free(&r);
-        rmtree(dir);
+        tt_rmtree(dir);
     }
 }
 
@@ -401,7 +385,7 @@ Test(prof, samples_freed_by_other_threads_balance_across_shards, .timeout = 300)
     free(after);
     free(alloc);
     tt_child_free(&r);
-    rmtree(dir);
+    tt_rmtree(dir);
 }
 
 /* ---- fork and threads ----------------------------------------------------------------------- */
@@ -449,7 +433,7 @@ Test(prof, fork_children_and_their_threads_are_profiled, .timeout = 600)
     cr_expect_eq(gone, 0, "the parent freed its 32 MiB, its final profile shows %.1f MB:\n%s", gone, text);
     free(text);
     tt_child_free(&r);
-    rmtree(dir);
+    tt_rmtree(dir);
 }
 
 /* ---- one size, sampled by its class's countdown ----------------------------------------------- */
@@ -481,7 +465,7 @@ Test(prof, blocks_of_one_size_are_estimated_without_bias, .timeout = 300)
         free(raw);
         tt_child_free(&r);
     }
-    rmtree(dir);
+    tt_rmtree(dir);
 }
 
 /* ---- nothing live ------------------------------------------------------------------------------ */
@@ -518,7 +502,7 @@ Test(prof, a_profile_with_nothing_live_is_valid, .timeout = 300)
     free(inuse);
     free(alloc);
     tt_child_free(&r);
-    rmtree(dir);
+    tt_rmtree(dir);
 }
 
 /* ---- prof_interval ---------------------------------------------------------------------------- */
@@ -554,7 +538,7 @@ Test(prof, interval_dumps_follow_the_heaps_growth, .timeout = 300)
     tt_report("prof: prof_interval:8m, 64 MiB: %d dumps, the last with grow_heap %.1f MB", n, grown);
     free(text);
     tt_child_free(&r);
-    rmtree(dir);
+    tt_rmtree(dir);
 }
 
 /* ---- under load ---------------------------------------------------------------------------------- */
@@ -575,7 +559,7 @@ Test(prof, records_balance_under_threads_realloc_and_dumps, .timeout = 600)
                   s.dumps);
         free(text);
         tt_child_free(&r);
-        rmtree(dir);
+        tt_rmtree(dir);
     }
 }
 
@@ -641,7 +625,7 @@ Test(prof, wrapper_profiles_with_prof_and_says_how_to_read_it, .timeout = 120)
     cr_expect(mb >= 16 * 0.7 && mb <= 16 * 1.3, "tide --prof: grow_heap %.1f MB of 16:\n%s", mb, text);
     free(text);
     tt_child_free(&r);
-    rmtree(dir);
+    tt_rmtree(dir);
     struct tt_child h = run((const char *[]){ TIDE_WRAPPER, "--help", NULL }, NULL, NULL);
     cr_expect(tt_child_exited(&h, 0), "tide --help %s", tt_child_how(&h, how, sizeof how));
     cr_expect(strstr(h.out, "--prof") && strstr(h.out, "google-pprof") && strstr(h.out, "jeprof"),

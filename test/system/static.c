@@ -34,22 +34,6 @@ static void tmpdir(void)
     cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
 }
 
-static void rmtree(void)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 /* sh -c CMD, output captured. */
 static struct tt_child sh(const char *cmd, const char *conf)
@@ -133,7 +117,7 @@ Test(static, a_static_program_links_without_warnings_and_allocates_with_the_defa
     cr_expect(strstr(c.out, "static_names: ok:") || strstr(c.err, "static_names: ok:"), "static_names said:\n%s%s", c.out, c.err);
     cr_log_info("static_names, static:\n%s%s", c.out, c.err);
     tt_child_free(&c);
-    rmtree();
+    tt_rmtree(dir);
 }
 
 /* ---- the heap profiler ------------------------------------------------------------------ */
@@ -258,7 +242,7 @@ Test(static, prof_on_profiles_a_static_program, .timeout = 600)
         s = probe_stats(r.out);
         cr_expect_geq(s.samples, 64, "%s: 64 blocks of 1 KiB, every one due, %llu sampled", how, s.samples);
         tt_child_free(&r);
-        rmtree();
+        tt_rmtree(dir);
     }
 }
 
@@ -340,5 +324,5 @@ Test(static, guard_sample_reports_a_static_programs_block, .timeout = 300)
         cr_log_info("%s, static, guard_sample:1:\n%s", cases[i].c, c.err);
         tt_child_free(&c);
     }
-    rmtree();
+    tt_rmtree(dir);
 }

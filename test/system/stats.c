@@ -20,22 +20,7 @@ static char tmpdir[] = "/tmp/tide-stats-XXXXXX";
 
 static void make_dir(void) { cr_assert(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno)); }
 
-static void remove_dir(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
+static void remove_dir(void) { tt_rmtree(tmpdir); }
 
 TestSuite(stats, .init = make_dir, .fini = remove_dir);
 
