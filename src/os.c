@@ -618,12 +618,20 @@ int os_hugepage(uintptr_t addr, size_t size)
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
 
 int os_collapse(uintptr_t addr, size_t size)
 {
     OS_KEEP_ERRNO;
     if (os_fault(OS_OP_COLLAPSE))
         return EINVAL;
+    /* MADV_COLLAPSE first drains the LRU batches of every CPU that has pages in one
+     * (lru_add_drain_all: work queued on each and waited for, milliseconds on an idle
+     * CPU).  The unit's newest pages are in this CPU's batch (the caller just wrote
+     * them): MADV_COLD drains it here, for one page's deactivation. */
+    madvise((void *)addr, PAGE, MADV_COLD);
     int err = madvise((void *)addr, size, MADV_COLLAPSE) ? errno : 0;
     ATOMIC_ADD(&os_counters.collapse_calls, 1);
     return err;
