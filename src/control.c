@@ -37,8 +37,10 @@ TIDE_EXPORT int tide_conf_set(const char *key, const char *value)
         errno = err;
         return -1;
     }
-    if (strcmp(key, "thp") == 0)
+    if (strcmp(key, "thp") == 0) {
         region_set_thp(conf.thp == THP_ON);
+        extent_huge_thp_changed();
+    }
     if (strcmp(key, "guard") == 0 || strcmp(key, "guard_sample") == 0)
         guard_boot();
     return 0;

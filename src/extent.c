@@ -165,7 +165,6 @@ void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp)
 {
     e->state = (uint8_t)state;
     e->stamp = stamp;
-    e->fresh = 0;
     e->cls = EXTENT_NO_CLASS;
     e->moved_len = 0;
     e->moved_pieces = 0;
@@ -295,7 +294,6 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
     extent_clear_edges(f);
     unsigned state = f->state;
     uint64_t stamp = f->stamp;
-    uint8_t fresh = f->fresh;
     size_t lead = (start - f->addr) >> LG_PAGE;
     size_t trail = f->npages - lead - npages;
     extent_t *cut = f;
@@ -305,7 +303,6 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
         cut->range = f->range;
         f->npages = lead;
         extent_insert_free(f, state, stamp);
-        f->fresh = fresh; /* (runs are whole: the pieces merge with nothing) */
     }
     if (trail) {
         extent_t *t = extent_desc_get();
@@ -314,20 +311,18 @@ static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
         t->range = cut->range;
         t->freed = f->freed & EXTENT_FREED_INSIDE; /* (it may: what is known is of all F) */
         extent_insert_free(t, state, stamp);
-        t->fresh = fresh;
     }
     cut->freed = 0;
     cut->guard = 0;
     cut->sample = 0;
     cut->addr = start;
     cut->npages = npages;
-    cut->zeroed = state == EXTENT_CLEAN || fresh;
-    cut->fresh = 0;
+    cut->zeroed = state == EXTENT_CLEAN;
     cut->moved_len = 0;
     cut->moved_pieces = 0;
     pageheap.npages_active += npages;
     extent_units_use(cut->range, start, npages, true);
-    if (state != EXTENT_CLEAN && !fresh)
+    if (state != EXTENT_CLEAN)
         __atomic_store_n(&pageheap.reused, pageheap.reused + npages, __ATOMIC_RELAXED);
     return cut;
 }
@@ -582,14 +577,11 @@ extent_t *extent_alloc_sampled(size_t npages, unsigned sample)
 extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
 {
     unsigned guard = extent_guards_wanted();
-    uintptr_t fresh_unit = 0;
-    unsigned fresh_units = 0;
     lock_acquire(&pageheap.lock);
     extent_t *e = take(sc_slab_pages[cls] + guard, PAGE, true);
     if (e) {
         e->state = EXTENT_SLAB;
         e->guard = guard;
-        fresh_unit = extent_huge_prepare_slab(e, &fresh_units);
         e->cls = (uint8_t)cls;
         e->arena = (uint16_t)arena;
         unsigned nregs = sc_nregs[cls];
@@ -624,10 +616,8 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
     lock_release(&pageheap.lock);
     if (e && guard)
         extent_guard_install(extent_end(e) - PAGE, PAGE);
-    /* Huge pages (thp:auto): the fresh unit this slab starts, else a dense unit waiting. */
-    if (fresh_unit)
-        extent_huge_collapse_fresh(fresh_unit, fresh_units);
-    else if (unlikely(extent_huge_pending()))
+    /* Huge pages (thp:auto): a dense unit waiting. */
+    if (unlikely(extent_huge_pending()))
         extent_huge_work(1);
     return e;
 }

@@ -78,8 +78,6 @@ typedef struct extent_s {
     uint8_t cached;    /* large: in a thread's cache (written by that thread, read by any free) */
     uint8_t nquar;     /* slab: regions never handed out, as they start where freed large blocks
                         * did (pagemap.h, the was-head bit): their bits stay clear */
-    uint8_t fresh;     /* dirty: never used since it was clean (extent_huge.c): reads as
-                        * zero, and taking it is no reuse */
     union {
         uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
         extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof.c) */
@@ -226,6 +224,8 @@ void extent_trim_tail(bool forget);
 void extent_huge_init(void);
 /* thp:auto, a system THP setting of madvise or always, and a kernel that collapses. */
 bool extent_huge_active(void);
+/* conf.thp changed at run time. */
+void extent_huge_thp_changed(void);
 /* Dense units wait to be collapsed. */
 bool extent_huge_pending(void);
 /* Collapse up to BUDGET dense units that are resident enough (each looked at once, with
@@ -236,7 +236,8 @@ typedef struct extent_huge_stats_s {
     int setting;      /* the system's: 0 never (or absent), 1 madvise, 2 always */
     bool refused;     /* the kernel refused MADV_COLLAPSE */
     bool active;
-    uint64_t collapsed, fresh, failed; /* dense units collapsed; fresh units; failures */
+    int advice;       /* on the heap's ranges: REGION_ADVICE_* */
+    uint64_t collapsed, failed; /* dense units collapsed; failures */
     uint64_t meta;    /* units of the metadata range collapsed */
 } extent_huge_stats_t;
 void extent_huge_stats(extent_huge_stats_t *out);

@@ -3,22 +3,25 @@
  *
  * The page heap keeps a record of every 2 MiB unit of each range: how many of its pages
  * are in use (slabs, large blocks), whether it was made a huge page since pages of it
- * were last purged, and whether it waits to be.  Under thp:auto (where the system's THP setting is
- * madvise or always) units become huge pages without MADV_HUGEPAGE, which would set a VMA
- * flag and split the range's one VMA when given to part of it:
- *  - a fresh unit that slabs start to fill (the slab covers the unit's start, the rest of
- *    it is clean free space) is collapsed at once (MADV_COLLAPSE after one page is
- *    written: one zeroed huge page instead of 512 faults), and the rest of it becomes a
- *    dirty run, "fresh" (zeros, not counted as reuse), so that the next slabs and blocks
- *    fill that unit first and, left unused, it decays and goes back like any dirty run;
- *  - a unit that becomes dense (DENSE_PAGES in use) waits in a queue; a slab creation
- *    (one at a time) and the purge passes look at it: when at most UNIT_SLACK of its
- *    pages are not resident (mincore) it is collapsed, which costs at most that much
- *    memory; else it is looked at again later, a few times.
+ * were last purged, and whether it waits to be.  Under thp:auto (where the system's THP
+ * setting is madvise or always) the heap goes through three stages, each advice given to
+ * each whole range (MADV_HUGEPAGE on part of one would split its VMA):
+ *  - small (less than ADVISE_MIN_ACTIVE in use): no advice.  A unit that becomes dense
+ *    (DENSE_PAGES in use) waits in a queue; a slab creation (one at a time) and the purge
+ *    passes look at it: when at most UNIT_SLACK of its pages are not resident (mincore)
+ *    it is collapsed (MADV_COLLAPSE, which sets no VMA flag), which costs at most that
+ *    much memory; else it is looked at again later, a few times.  A huge page faulted
+ *    whole would make a small heap's partly used slabs resident whole.
+ *  - huge (from ADVISE_MIN_ACTIVE in use): MADV_HUGEPAGE, so a fault in a unit with no
+ *    page yet maps a huge page: a zeroed 2 MiB, no copy, no system call.  Units that were
+ *    in use before (below huge_from) are still collapsed once dense.
+ *  - nohuge (from the first purge that splits a unit with blocks in it): MADV_NOHUGEPAGE.
+ *    Under MADV_HUGEPAGE khugepaged would collapse such a unit again, making the purged
+ *    pages resident (up to 511 of a unit's 512 missing, max_ptes_none); from here the heap
+ *    is thp:off's, with the huge pages it has kept until purges split them.
  * Purging is thp:off's: a decayed free run goes back with MADV_DONTNEED, which splits a
- * huge page it lies in (memory must go back), and the unit is collapsed again once it is
- * dense again.  The kernel's refusal (no MADV_COLLAPSE before Linux 6.1) turns it off:
- * exactly thp:off's behaviour, one line in the statistics. */
+ * huge page it lies in (memory must go back).  The kernel's refusal of MADV_COLLAPSE (before
+ * Linux 6.1) turns it off: exactly thp:off's behaviour, one line in the statistics. */
 #include "extent.h"
 #include "extent_internal.h"
 
@@ -36,23 +39,15 @@
 #define UNIT_SLACK 8
 /* Times a dense unit that is not yet resident enough is looked at again. */
 #define UNIT_TRIES 16
-/* EINVALs that mean the kernel refuses MADV_COLLAPSE: in a row for fresh units (which
- * nothing but a refusal fails so: a page written, nothing else in them), or for dense ones
- * before any collapse worked (a unit may hold what the kernel will not collapse). */
+/* EINVALs for dense units before any collapse worked that mean the kernel refuses
+ * MADV_COLLAPSE (one unit may hold what the kernel will not collapse). */
 #define REFUSED_AFTER 4
 #define QUEUE_LEN 512
-/* Fresh units are collapsed up to this many in one call, one more per FRESH_PER_UNIT bytes
- * in use: each MADV_COLLAPSE call costs a fixed part (measured 0.07-2 s for 600 one-unit
- * calls on a loaded 2-CPU machine, 0.08 s for 75 calls of 8 units), and the units ahead
- * cost memory until slabs fill them (at most 1/32 of what is in use, and 16 MiB). */
-#define FRESH_MAX_UNITS 8
-/* No fresh units below this many bytes in use: a collapse makes a slab resident whole,
- * where 4 KiB pages fault in only what its regions handed out so far, and a small heap's
+/* MADV_HUGEPAGE from this many bytes in use: below it a huge page faulted whole for a slab
+ * that hands out a few regions is mostly memory nobody asked for, and a small heap's
  * partly used slabs (arenas x classes) are a large part of it (test/stress/churn's 10,000
- * threads: 6.5 MB more after malloc_trim).  Below it, units are collapsed once dense and
- * resident (which counts only pages really touched). */
-#define FRESH_MIN_ACTIVE (64 * MiB)
-#define FRESH_PER_UNIT (64 * MiB)
+ * threads kept 6.5 MB more after malloc_trim when such units were made huge at once). */
+#define ADVISE_MIN_ACTIVE (64 * MiB)
 
 /* A unit's record: pages in use, and flags. */
 #define U_USED 0x3ffu
@@ -70,8 +65,10 @@ static uint64_t queue[QUEUE_LEN];           /* range << 56 | unit index; page-he
 static unsigned q_head, q_len;              /* q_len read without the lock (atomic) */
 static int thp_setting = -1;                /* os_thp_setting(), read at start-up */
 static int refused;                         /* the kernel refuses MADV_COLLAPSE (atomic) */
-static int einvals, fresh_einvals, collapse_ok; /* atomic */
-static uint64_t n_collapsed, n_fresh, n_failed, n_meta; /* atomic */
+static int einvals, collapse_ok;            /* atomic */
+static uint64_t n_collapsed, n_failed, n_meta; /* atomic */
+static int advice;                          /* REGION_ADVICE_*; page-heap lock (read atomic) */
+static size_t huge_from[REGION_MAX_RANGES]; /* units from here were empty at MADV_HUGEPAGE */
 
 void extent_huge_init(void) { thp_setting = os_thp_setting(); }
 
@@ -109,8 +106,31 @@ static bool queue_push(unsigned range, size_t i)
     return true;
 }
 
+/* The heap's advice becomes A (page-heap lock held: the ranges grow under it, and a range's
+ * new pages take region.advice). */
+static void set_advice(int a)
+{
+    if (a == REGION_ADVICE_HUGE) {
+        unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+        for (unsigned r = 0; r < n; r++)
+            huge_from[r] = (ATOMIC_LOAD(&region.ranges[r].end) - unit_origin(r)) >> LG_HUGEPAGE;
+    }
+    ATOMIC_STORE(&advice, a);
+    region_set_advice(a);
+}
+
+/* Whether thp:auto collapses unit I of RANGE: under MADV_HUGEPAGE the units that were empty
+ * then came by fault as huge pages, and under MADV_NOHUGEPAGE the kernel collapses none. */
+static bool collapsible(unsigned range, size_t i)
+{
+    return advice == REGION_ADVICE_NONE || (advice == REGION_ADVICE_HUGE && i < huge_from[range]);
+}
+
 void extent_units_use(unsigned range, uintptr_t addr, size_t npages, bool used)
 {
+    if (unlikely(used && advice == REGION_ADVICE_NONE && (pageheap.npages_active << LG_PAGE) >= ADVISE_MIN_ACTIVE) &&
+        extent_huge_active())
+        set_advice(REGION_ADVICE_HUGE);
     uintptr_t origin = unit_origin(range), end = addr + (npages << LG_PAGE);
     size_t first = (addr - origin) >> LG_HUGEPAGE, last = (end - 1 - origin) >> LG_HUGEPAGE;
     for (size_t i = first; i <= last; i++) {
@@ -123,7 +143,7 @@ void extent_units_use(unsigned range, uintptr_t addr, size_t npages, bool used)
             u = MIN(u + k, (uint32_t)UNIT_PAGES);
             v = (v & ~U_USED) | u;
             /* (The range's first unit holds its guard page: never collapsed.) */
-            if (u >= DENSE_PAGES && !(v & (U_HUGE | U_QUEUED)) && i > 0 && queue_push(range, i))
+            if (u >= DENSE_PAGES && !(v & (U_HUGE | U_QUEUED)) && i > 0 && collapsible(range, i) && queue_push(range, i))
                 v = (v & ~(0xffu << U_TRIES_SHIFT)) | U_QUEUED;
         } else {
             /* A free splits no huge page (a purge does: extent_units_purged); a unit that
@@ -140,87 +160,29 @@ void extent_units_use(unsigned range, uintptr_t addr, size_t npages, bool used)
 void extent_units_purged(unsigned range, uintptr_t addr, size_t npages)
 {
     uintptr_t origin = unit_origin(range), end = addr + (npages << LG_PAGE);
-    for (size_t i = (addr - origin) >> LG_HUGEPAGE; i <= (end - 1 - origin) >> LG_HUGEPAGE && i < units[range].n; i++)
+    for (size_t i = (addr - origin) >> LG_HUGEPAGE; i <= (end - 1 - origin) >> LG_HUGEPAGE && i < units[range].n; i++) {
+        /* Blocks in it: a split unit that khugepaged would fill in again. */
+        if (advice == REGION_ADVICE_HUGE && (units[range].v[i] & U_USED))
+            set_advice(REGION_ADVICE_NOHUGE);
         units[range].v[i] &= ~U_HUGE;
+    }
 }
 
-uintptr_t extent_huge_prepare_slab(extent_t *e, unsigned *nunits)
+void extent_huge_thp_changed(void)
 {
-    if (!e->zeroed || e->guard || (pageheap.npages_active << LG_PAGE) < FRESH_MIN_ACTIVE || !extent_huge_active())
-        return 0;
-    /* The unit of the slab's last page, when the slab covers its start and clean free
-     * space the rest of it: a fresh unit that slabs start to fill. */
-    uintptr_t u = ALIGN_DOWN(extent_end(e) - 1, HUGEPAGE);
-    if (e->addr > u || extent_desc_reserve(1) != 0)
-        return 0;
-    extent_t *t = extent_free_neighbour(e, false, EXTENT_CLEAN);
-    size_t want = MIN(MAX((pageheap.npages_active << LG_PAGE) / FRESH_PER_UNIT, (size_t)1), (size_t)FRESH_MAX_UNITS);
-    size_t k = 0; /* units, from U, that the slab and clean pages after it cover */
-    while (k < want && (extent_end(e) >= u + (k + 1) * HUGEPAGE || (t && extent_end(t) >= u + (k + 1) * HUGEPAGE)))
-        k++;
-    size_t i = (u - unit_origin(e->range)) >> LG_HUGEPAGE;
-    if (k == 0 || i == 0 || !unit_rec(e->range, i + k - 1))
-        return 0;
-    for (size_t j = 0; j < k; j++)
-        units[e->range].v[i + j] |= U_HUGE;
-    *nunits = (unsigned)k;
-    uintptr_t end = u + k * HUGEPAGE;
-    if (extent_end(e) < end) {
-        /* The rest of the units: a fresh dirty run (zeros, resident once collapsed).  A
-         * page of each further unit is written now, while nothing else can have it (zero
-         * over zero): MADV_COLLAPSE wants a page in each unit. */
-        for (size_t j = 1; j < k; j++)
-            *(volatile char *)(u + j * HUGEPAGE) = 0;
-        size_t n = (end - t->addr) >> LG_PAGE;
-        extent_tree_remove(t);
-        extent_clear_edges(t);
-        if (t->npages > n) {
-            extent_t *rest = extent_desc_get();
-            rest->addr = end;
-            rest->npages = t->npages - n;
-            rest->range = t->range;
-            rest->freed = t->freed & EXTENT_FREED_INSIDE;
-            extent_insert_free(rest, EXTENT_CLEAN, 0);
-        }
-        t->npages = n;
-        extent_insert_free(t, EXTENT_DIRTY, os_now_ns());
-        if (t->addr == extent_end(e) && t->npages == n)
-            t->fresh = 1; /* (no dirty neighbour merged into it) */
-    }
-    return u;
-}
-
-void extent_huge_collapse_fresh(uintptr_t u, unsigned k)
-{
-    /* One page written (the slab's, zero, so no byte changes): MADV_COLLAPSE wants a page
-     * table with a page in it; the rest is zero-filled. */
-    *(volatile char *)u = 0;
-    int err = os_collapse(u, k * HUGEPAGE);
-    if (!err) {
-        ATOMIC_STORE(&collapse_ok, 1);
-        ATOMIC_STORE(&fresh_einvals, 0);
-        ATOMIC_ADD(&n_fresh, k);
-        return;
-    }
-    ATOMIC_ADD(&n_failed, 1);
-    if (err == EINVAL && ATOMIC_ADD(&fresh_einvals, 1) + 1 >= REFUSED_AFTER)
-        ATOMIC_STORE(&refused, 1);
-    const range_t *r = region_range_of(u);
-    if (!r)
-        return;
     lock_acquire(&pageheap.lock);
-    unsigned range = (unsigned)(r - region.ranges);
-    size_t i = (u - unit_origin(range)) >> LG_HUGEPAGE;
-    for (unsigned j = 0; j < k; j++) {
-        /* (Some may have been collapsed: they are looked at again once dense.) */
-        uint32_t *rec = unit_rec(range, i + j);
-        if (rec)
-            *rec &= ~U_HUGE;
-    }
+    /* thp:off from auto: no more huge faults (thp:on gives its own advice). */
+    if (advice == REGION_ADVICE_HUGE && ATOMIC_LOAD(&conf.thp) == THP_OFF)
+        set_advice(REGION_ADVICE_NOHUGE);
     lock_release(&pageheap.lock);
 }
 
-bool extent_huge_pending(void) { return (ATOMIC_LOAD(&q_len) != 0 || meta_full_unit_waits()) && extent_huge_active(); }
+bool extent_huge_pending(void)
+{
+    /* (The metadata range takes no advice: its units are collapsed whatever the heap's.) */
+    return ((ATOMIC_LOAD(&q_len) != 0 && ATOMIC_LOAD(&advice) != REGION_ADVICE_NOHUGE) || meta_full_unit_waits()) &&
+           extent_huge_active();
+}
 
 /* A unit of the metadata range handed out whole (extent descriptors, mostly): collapsed
  * like a dense unit, when at most UNIT_SLACK of its pages are missing.  Returns whether it
@@ -261,7 +223,8 @@ void extent_huge_work(unsigned budget)
             continue;
         }
         uint32_t v = *rec;
-        if ((v & U_USED) < DENSE_PAGES || (v & U_HUGE) || u + HUGEPAGE > ATOMIC_LOAD(&region.ranges[range].end)) {
+        if ((v & U_USED) < DENSE_PAGES || (v & U_HUGE) || u + HUGEPAGE > ATOMIC_LOAD(&region.ranges[range].end) ||
+            !collapsible(range, i)) {
             *rec = v & ~U_QUEUED;
             lock_release(&pageheap.lock);
             continue;
@@ -290,8 +253,11 @@ void extent_huge_work(unsigned budget)
         } else {
             v &= ~U_QUEUED;
             ATOMIC_ADD(&n_failed, 1);
-            if (err == EINVAL && !ATOMIC_LOAD(&collapse_ok) && ATOMIC_ADD(&einvals, 1) + 1 >= REFUSED_AFTER)
+            if (err == EINVAL && !ATOMIC_LOAD(&collapse_ok) && ATOMIC_ADD(&einvals, 1) + 1 >= REFUSED_AFTER) {
                 ATOMIC_STORE(&refused, 1);
+                if (advice == REGION_ADVICE_HUGE)
+                    set_advice(REGION_ADVICE_NOHUGE); /* (thp:off from here) */
+            }
         }
         if (rec)
             *rec = v;
@@ -306,7 +272,7 @@ void extent_huge_stats(extent_huge_stats_t *out)
     out->refused = ATOMIC_LOAD(&refused) != 0;
     out->active = extent_huge_active();
     out->collapsed = ATOMIC_LOAD(&n_collapsed);
-    out->fresh = ATOMIC_LOAD(&n_fresh);
+    out->advice = ATOMIC_LOAD(&advice);
     out->failed = ATOMIC_LOAD(&n_failed);
     out->meta = ATOMIC_LOAD(&n_meta);
 }

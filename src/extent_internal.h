@@ -49,11 +49,5 @@ extent_t *extent_merge_span(extent_t *l, extent_t *r);
 void extent_units_use(unsigned range, uintptr_t addr, size_t npages, bool used);
 /* NPAGES pages at ADDR of range RANGE were purged: a huge page they were in is split. */
 void extent_units_purged(unsigned range, uintptr_t addr, size_t npages);
-/* Slab E was just cut from clean pages: the first of *NUNITS units to collapse for it
- * (then the rest of them is a fresh dirty run), or 0.  Needs a descriptor. */
-uintptr_t extent_huge_prepare_slab(extent_t *e, unsigned *nunits);
-/* Collapse the K fresh units from U, the first holding a slab the caller holds (no lock
- * held). */
-void extent_huge_collapse_fresh(uintptr_t u, unsigned k);
 
 #endif

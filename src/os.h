@@ -53,6 +53,7 @@ typedef struct os_counters_s {
     uint64_t guard_calls;
     uint64_t name_calls; /* prctl(PR_SET_VMA_ANON_NAME) calls made */
     uint64_t collapse_calls; /* madvise(MADV_COLLAPSE) calls made */
+    uint64_t nohugepage_calls; /* madvise(MADV_NOHUGEPAGE) calls made */
 } os_counters_t;
 
 extern os_counters_t os_counters;
@@ -94,6 +95,8 @@ int os_purge(uintptr_t addr, size_t size, os_advice_t advice);
 /* The same for N ranges at once (process_madvise where the kernel has it). */
 int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice);
 int os_hugepage(uintptr_t addr, size_t size);
+/* MADV_NOHUGEPAGE on [ADDR, ADDR+SIZE): no huge page faults, and khugepaged stays away. */
+int os_nohugepage(uintptr_t addr, size_t size);
 /* Make [ADDR, ADDR+SIZE) guard pages, or ordinary pages again, without splitting its VMA
  * (MADV_GUARD_INSTALL/REMOVE, Linux 6.13+; EINVAL before). */
 int os_guard(uintptr_t addr, size_t size);
@@ -210,6 +213,7 @@ typedef enum {
     OS_TR_MOVE,     /* os_move: [addr, addr+len) moved to [to, to+len) */
     OS_TR_UNMAP,    /* os_unmap */
     OS_TR_HUGEPAGE, /* os_hugepage */
+    OS_TR_NOHUGEPAGE, /* os_nohugepage */
     OS_TR_NAME      /* os_name: NAME given to [addr, addr+len) */
 } os_trace_op_t;
 

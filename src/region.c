@@ -48,8 +48,10 @@ static size_t pm_bytes_for(size_t heap_bytes) { return ALIGN_UP((heap_bytes >> L
 
 static void region_apply_thp(range_t *r)
 {
-    if (region.thp)
+    if (region.thp || region.advice == REGION_ADVICE_HUGE)
         os_hugepage(r->pm_lo, r->end - r->pm_lo);
+    else if (region.advice == REGION_ADVICE_NOHUGE)
+        os_nohugepage(r->pm_lo, r->end - r->pm_lo);
 }
 
 /* Reserve a new range of HEAP bytes (plus its page map) at HINT, or anywhere. */
@@ -235,6 +237,14 @@ int region_shrink(unsigned i, uintptr_t new_end)
     range_set_end(r, new_end);
     region.trimmed = true;
     return 0;
+}
+
+void region_set_advice(int advice)
+{
+    region.advice = advice;
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned i = 0; i < n; i++)
+        region_apply_thp(&region.ranges[i]);
 }
 
 void region_set_thp(bool on)

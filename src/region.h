@@ -41,7 +41,8 @@ typedef struct region_s {
     unsigned nranges;   /* read without the lock (atomic) */
     size_t heap_mapped; /* bytes of heap pages mapped, all ranges */
     size_t pm_mapped;   /* bytes of page map mapped, all ranges */
-    bool thp;           /* every range carries MADV_HUGEPAGE */
+    bool thp;           /* every range carries MADV_HUGEPAGE (thp:on) */
+    int advice;         /* thp:auto's advice on every range: REGION_ADVICE_* */
     bool inherited;     /* this process is a fork child: its ranges' VMAs came from the
                          * parent, and the kernel never merges a fresh mapping into them */
     size_t probe_min;   /* requests of at least this many bytes are put to the kernel */
@@ -56,6 +57,8 @@ typedef struct region_s {
 #define REGION_MIN_GROW (4 * MiB)
 
 extern region_t region TIDE_HIDDEN;
+
+enum { REGION_ADVICE_NONE, REGION_ADVICE_HUGE, REGION_ADVICE_NOHUGE };
 
 int region_init(bool thp);
 /* Whether the kernel's overcommit policy would grant a request for BYTES that it must
@@ -78,6 +81,9 @@ uintptr_t region_trim_point(unsigned i, uintptr_t tail, size_t active, bool forg
 int region_shrink(unsigned i, uintptr_t new_end);
 /* Apply MADV_HUGEPAGE to every range, whole (never a sub-range: that would split it). */
 void region_set_thp(bool on);
+/* thp:auto's advice (REGION_ADVICE_*) on every range, whole; a range's new pages take it
+ * too.  Caller holds the page-heap lock. */
+void region_set_advice(int advice);
 
 /* The range holding ADDR, or NULL: the first range by arithmetic, the rest by a scan
  * of the (tiny) range table. */

@@ -206,6 +206,7 @@ static void stats_print_to(stats_out_t *o, bool json, bool settings, bool classe
     char val[CONF_PREFIX_MAX];
     static const char *const adv[] = { "dontneed", "free", "hugepage" };
     static const char *const thp_mode[] = { "off", "on", "auto" };
+    static const char *const thp_advice[] = { "none", "hugepage", "nohugepage" };
     extent_huge_stats_t h;
     extent_huge_stats(&h);
     if (json) {
@@ -230,8 +231,8 @@ static void stats_print_to(stats_out_t *o, bool json, bool settings, bool classe
         for (int a = 0; a < 3; a++)
             stats_put(o, ",\"madvise_%s_calls\":%llu,\"madvise_%s_bytes\":%llu", adv[a],
                       (unsigned long long)s.madvise_calls[a], adv[a], (unsigned long long)s.madvise_bytes[a]);
-        stats_put(o, ",\"thp\":{\"mode\":\"%s\",\"active\":%s,\"fresh\":%llu,\"dense\":%llu,\"metadata\":%llu,\"failed\":%llu}",
-                  thp_mode[h.mode], h.active ? "true" : "false", (unsigned long long)h.fresh,
+        stats_put(o, ",\"thp\":{\"mode\":\"%s\",\"active\":%s,\"advice\":\"%s\",\"dense\":%llu,\"metadata\":%llu,\"failed\":%llu}",
+                  thp_mode[h.mode], h.active ? "true" : "false", thp_advice[h.advice],
                   (unsigned long long)h.collapsed, (unsigned long long)h.meta, (unsigned long long)h.failed);
         if (classes) {
             stats_put(o, ",\"classes\":[");
@@ -268,9 +269,9 @@ static void stats_print_to(stats_out_t *o, bool json, bool settings, bool classe
     /* Huge pages: the mode, and under auto what the system allowed and what was done. */
     static const char *const setting[] = { "never", "madvise", "always" };
     if (h.mode == THP_AUTO && h.active)
-        stats_put(o, "  thp                    auto: collapsing dense 2 MiB units (system THP %s): %llu fresh, %llu "
-                     "dense, %llu metadata, %llu failed\n",
-                  setting[h.setting], (unsigned long long)h.fresh, (unsigned long long)h.collapsed,
+        stats_put(o, "  thp                    auto: huge pages (system THP %s), heap advice %s: %llu dense units and %llu "
+                     "of metadata collapsed, %llu failed\n",
+                  setting[h.setting], thp_advice[h.advice], (unsigned long long)h.collapsed,
                   (unsigned long long)h.meta, (unsigned long long)h.failed);
     else if (h.mode == THP_AUTO)
         stats_put(o, "  thp                    auto: off (%s)\n",

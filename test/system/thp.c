@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * thp.c - thp:auto's huge pages, read from /proc/self/smaps: a heap of small objects
- * filled densely is mostly on huge pages while tide's range stays one VMA; thp:off keeps
- * 4 KiB pages; a unit freed whole goes back; the statistics say what is in force.  The
- * cases that need the kernel's huge pages are skipped where the system's THP setting is
- * never (thp:auto is then thp:off: test/fault plays a kernel that refuses MADV_COLLAPSE).
+ * filled densely is mostly on huge pages while tide's range stays one VMA; the range
+ * takes MADV_HUGEPAGE whole once the heap is large, and MADV_NOHUGEPAGE whole once a
+ * purge splits a unit that holds blocks (so that khugepaged does not fill the purged
+ * pages in again); thp:off keeps 4 KiB pages; a unit freed whole goes back; the
+ * statistics say what is in force.  The cases that need the kernel's huge pages are
+ * skipped where the system's THP setting is never (thp:auto is then thp:off: test/fault
+ * plays a kernel that refuses MADV_COLLAPSE).
  */
 #include "support.h"
 
@@ -66,6 +69,35 @@ static smaps_t tide_smaps(void)
     return s;
 }
 
+/* The advice on the VMA that holds tide's first range: 'hg' (MADV_HUGEPAGE), 'nh'
+ * (MADV_NOHUGEPAGE) or "" (none), from its VmFlags. */
+static const char *range_advice(void)
+{
+    static char advice[3];
+    uintptr_t r[8][2];
+    cr_assert_geq(tide_ranges(r, 8), 1);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    cr_assert(f != NULL);
+    char line[512];
+    bool in = false;
+    advice[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = b > r[0][0] && a < r[0][1];
+            continue;
+        }
+        if (in && !strncmp(line, "VmFlags:", 8)) {
+            if (strstr(line, " hg"))
+                strcpy(advice, "hg");
+            else if (strstr(line, " nh"))
+                strcpy(advice, "nh");
+        }
+    }
+    fclose(f);
+    return advice;
+}
+
 static void **fill(size_t bytes, size_t *n)
 {
     *n = bytes / OBJ;
@@ -93,12 +125,14 @@ Test(thp, auto_puts_a_dense_heap_on_huge_pages_in_one_vma, .timeout = 120)
     cr_assert_eq(tide_conf_get("thp", mode, sizeof mode), 0);
     cr_assert_str_eq(mode, "off", "thp:off is the default");
     cr_assert_eq(tide_conf_set("thp", "auto"), 0);
+    cr_expect_str_eq(range_advice(), "", "a small heap has advice");
     smaps_t before = tide_smaps();
     size_t n;
     void **v = fill(FILL, &n);
     smaps_t s = tide_smaps();
     cr_log_info("thp:auto, %zu MiB of %d-byte objects: Rss %ld kB, AnonHugePages %ld kB, %ld VMAs", FILL >> 20, OBJ,
                 s.rss_kb, s.huge_kb, s.vmas);
+    cr_expect_str_eq(range_advice(), "hg", "the range of a heap of %zu MiB has no MADV_HUGEPAGE", FILL >> 20);
     /* Most of it: every unit slabs filled from the start (the first, shared with the heap's
      * start, and the last, still filling, may not be). */
     cr_expect_geq(s.huge_kb - before.huge_kb, (long)(FILL * 8 / 10 / 1024), "%ld kB on huge pages of %zu kB live",
@@ -157,6 +191,73 @@ Test(thp, a_unit_freed_whole_is_given_back, .timeout = 120)
     cr_expect_eq(tide_check(), 0);
 }
 
+/* A purge that splits units holding blocks: MADV_NOHUGEPAGE on the whole range, so that
+ * khugepaged (which may collapse a unit with up to 511 of its 512 pages missing) does not
+ * make the purged pages resident again; the huge pages not split stay. */
+Test(thp, a_purge_that_splits_units_in_use_gives_the_range_madv_nohugepage, .timeout = 120)
+{
+    if (strcmp(thp_setting(), "madvise") && strcmp(thp_setting(), "always"))
+        cr_skip_test("the system's THP setting is %s", thp_setting());
+    cr_assert_eq(tide_conf_set("thp", "auto"), 0);
+    size_t n;
+    void **v = fill(FILL, &n);
+    cr_assert_str_eq(range_advice(), "hg");
+    smaps_t full = tide_smaps();
+    /* Every other 256 KiB of objects: each unit keeps blocks and loses whole slabs. */
+    size_t run = 256 * 1024 / OBJ;
+    for (size_t i = 0; i < n; i++)
+        if (i / run % 2) {
+            free(v[i]);
+            v[i] = NULL;
+        }
+    tide_purge();
+    smaps_t s = tide_smaps();
+    cr_log_info("filled: Rss %ld kB (%ld kB huge); half freed and purged: Rss %ld kB (%ld kB huge)", full.rss_kb,
+                full.huge_kb, s.rss_kb, s.huge_kb);
+    cr_expect_str_eq(range_advice(), "nh", "after a purge that split units in use");
+    cr_expect_eq(s.vmas, 1, "tide's range is %ld VMAs", s.vmas);
+    cr_expect_leq(s.rss_kb, full.rss_kb - (long)(FILL / 3 / 1024), "Rss %ld kB after half was freed and purged",
+                  s.rss_kb);
+    /* Live objects are as they were; new ones come as with thp:off. */
+    for (size_t i = 0; i < n; i += 97)
+        if (v[i])
+            cr_assert_eq(((unsigned char *)v[i])[OBJ - 1], (unsigned char)((i & 0xff) | 1), "object %zu changed", i);
+    for (size_t i = 0; i < n; i++)
+        if (!v[i])
+            cr_assert((v[i] = malloc(OBJ)) != NULL);
+    cr_expect_str_eq(range_advice(), "nh");
+    cr_expect_eq(tide_check(), 0);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* thp:off at run time takes MADV_HUGEPAGE back (MADV_NOHUGEPAGE: there is no advice that
+ * clears both). */
+Test(thp, thp_off_at_run_time_stops_huge_faults, .timeout = 120)
+{
+    if (strcmp(thp_setting(), "madvise"))
+        cr_skip_test("the system's THP setting is %s", thp_setting());
+    cr_assert_eq(tide_conf_set("thp", "auto"), 0);
+    size_t n;
+    void **v = fill(FILL, &n);
+    cr_assert_str_eq(range_advice(), "hg");
+    cr_assert_eq(tide_conf_set("thp", "off"), 0);
+    cr_expect_str_eq(range_advice(), "nh");
+    smaps_t before = tide_smaps();
+    size_t m;
+    void **w = fill(16 * MiB, &m);
+    smaps_t s = tide_smaps();
+    cr_expect_leq(s.huge_kb, before.huge_kb, "%ld kB more on huge pages under thp:off", s.huge_kb - before.huge_kb);
+    cr_expect_eq(s.vmas, 1);
+    for (size_t i = 0; i < m; i++)
+        free(w[i]);
+    free(w);
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 static void print_stats(void *unused)
 {
     (void)unused;
@@ -176,7 +277,7 @@ Test(thp, statistics_say_what_is_in_force)
     char *t = stats_text();
     if (!strcmp(thp_setting(), "madvise") || !strcmp(thp_setting(), "always")) {
         char want[96];
-        snprintf(want, sizeof want, "auto: collapsing dense 2 MiB units (system THP %s)", thp_setting());
+        snprintf(want, sizeof want, "auto: huge pages (system THP %s), heap advice none:", thp_setting());
         cr_expect(strstr(t, want) != NULL, "%s", t);
     } else {
         cr_expect(strstr(t, "auto: off (the system's THP setting is never)") != NULL, "%s", t);
