@@ -57,8 +57,7 @@ static bool heal(uintptr_t addr, size_t len)
         return false;
     }
     os_name(addr, len, REGION_NAME);
-    if (region.thp)
-        os_hugepage(addr, len);
+    region_advise_fresh(addr, len);
     ATOMIC_ADD(&remap_heals, 1);
     return true;
 }

@@ -239,9 +239,24 @@ int region_shrink(unsigned i, uintptr_t new_end)
     return 0;
 }
 
+void region_advise_fresh(uintptr_t addr, size_t len)
+{
+    /* (The advice only moves on, none to huge to nohuge: read again after giving it, a
+     * change that came between is given too, as region_set_advice may have advised the
+     * whole range before these pages took the older one.) */
+    int a;
+    do {
+        a = ATOMIC_LOAD(&region.advice);
+        if (region.thp || a == REGION_ADVICE_HUGE)
+            os_hugepage(addr, len);
+        else if (a == REGION_ADVICE_NOHUGE)
+            os_nohugepage(addr, len);
+    } while (ATOMIC_LOAD(&region.advice) != a);
+}
+
 void region_set_advice(int advice)
 {
-    region.advice = advice;
+    ATOMIC_STORE(&region.advice, advice);
     unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
     for (unsigned i = 0; i < n; i++)
         region_apply_thp(&region.ranges[i]);

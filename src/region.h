@@ -84,6 +84,9 @@ void region_set_thp(bool on);
 /* thp:auto's advice (REGION_ADVICE_*) on every range, whole; a range's new pages take it
  * too.  Caller holds the page-heap lock. */
 void region_set_advice(int advice);
+/* Give fresh pages mapped over [ADDR, ADDR+LEN) of a range (a heal) the range's advice, so
+ * that they merge back into its VMA. */
+void region_advise_fresh(uintptr_t addr, size_t len);
 
 /* The range holding ADDR, or NULL: the first range by arithmetic, the rest by a scan
  * of the (tiny) range table. */
