@@ -6,15 +6,17 @@
  * were last purged, and whether it waits to be.  Under thp:auto (where the system's THP
  * setting is madvise or always) the heap goes through three stages, each advice given to
  * each whole range (MADV_HUGEPAGE on part of one would split its VMA):
- *  - small (less than ADVISE_MIN_ACTIVE in use): no advice.  A unit that becomes dense
- *    (DENSE_PAGES in use) waits in a queue; a slab creation (one at a time) and the purge
- *    passes look at it: when at most UNIT_SLACK of its pages are not resident (mincore)
- *    it is collapsed (MADV_COLLAPSE, which sets no VMA flag), which costs at most that
- *    much memory; else it is looked at again later, a few times.  A huge page faulted
- *    whole would make a small heap's partly used slabs resident whole.
+ *  - small (less than ADVISE_MIN_ACTIVE in use): no advice and no collapse, as thp:off.
+ *    A huge page faulted for a slab would make it resident whole, and a small heap's
+ *    page tables are a few hundred KiB.
  *  - huge (from ADVISE_MIN_ACTIVE in use): MADV_HUGEPAGE, so a fault in a unit with no
- *    page yet maps a huge page: a zeroed 2 MiB, no copy, no system call.  Units that were
- *    in use before (below huge_from) are still collapsed once dense.
+ *    page yet maps a huge page: a zeroed 2 MiB, no copy, no system call.  The units in
+ *    use before it (below huge_from) are collapsed once dense: such a unit (DENSE_PAGES
+ *    in use) waits in a queue; a slab creation (one at a time) and the purge passes look
+ *    at it: when at most UNIT_SLACK of its pages are not resident (mincore) it is
+ *    collapsed (MADV_COLLAPSE, which sets no VMA flag), which costs at most that much
+ *    memory; else it is looked at again later, a few times.  So are the metadata range's
+ *    units, under this advice and the next.
  *  - nohuge (from the first purge that splits a unit with blocks in it): MADV_NOHUGEPAGE.
  *    Under MADV_HUGEPAGE khugepaged would collapse such a unit again, making the purged
  *    pages resident (up to 511 of a unit's 512 missing, max_ptes_none); from here the heap
@@ -110,20 +112,29 @@ static bool queue_push(unsigned range, size_t i)
  * new pages take region.advice). */
 static void set_advice(int a)
 {
-    if (a == REGION_ADVICE_HUGE) {
-        unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
-        for (unsigned r = 0; r < n; r++)
-            huge_from[r] = (ATOMIC_LOAD(&region.ranges[r].end) - unit_origin(r)) >> LG_HUGEPAGE;
-    }
     ATOMIC_STORE(&advice, a);
     region_set_advice(a);
+    if (a != REGION_ADVICE_HUGE)
+        return;
+    /* The units in use so far: the dense ones wait to be collapsed (64 MiB of heap: at
+     * most 32 of them, well within the queue). */
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned r = 0; r < n; r++) {
+        huge_from[r] = (ATOMIC_LOAD(&region.ranges[r].end) - unit_origin(r)) >> LG_HUGEPAGE;
+        for (size_t i = 1; i < MIN(huge_from[r], units[r].n); i++) {
+            uint32_t v = units[r].v[i];
+            if ((v & U_USED) >= DENSE_PAGES && !(v & (U_HUGE | U_QUEUED)) && queue_push(r, i))
+                units[r].v[i] = (v & ~(0xffu << U_TRIES_SHIFT)) | U_QUEUED;
+        }
+    }
 }
 
-/* Whether thp:auto collapses unit I of RANGE: under MADV_HUGEPAGE the units that were empty
- * then came by fault as huge pages, and under MADV_NOHUGEPAGE the kernel collapses none. */
+/* Whether thp:auto collapses unit I of RANGE: only under MADV_HUGEPAGE (a small heap is
+ * thp:off's), and only the units in use before it (the others come by fault as huge
+ * pages); under MADV_NOHUGEPAGE the kernel collapses none. */
 static bool collapsible(unsigned range, size_t i)
 {
-    return advice == REGION_ADVICE_NONE || (advice == REGION_ADVICE_HUGE && i < huge_from[range]);
+    return advice == REGION_ADVICE_HUGE && i < huge_from[range];
 }
 
 void extent_units_use(unsigned range, uintptr_t addr, size_t npages, bool used)
@@ -179,8 +190,9 @@ void extent_huge_thp_changed(void)
 
 bool extent_huge_pending(void)
 {
-    /* (The metadata range takes no advice: its units are collapsed whatever the heap's.) */
-    return ((ATOMIC_LOAD(&q_len) != 0 && ATOMIC_LOAD(&advice) != REGION_ADVICE_NOHUGE) || meta_full_unit_waits()) &&
+    /* (The metadata range takes no advice: its units are collapsed under either.) */
+    int a = ATOMIC_LOAD(&advice);
+    return a != REGION_ADVICE_NONE && ((ATOMIC_LOAD(&q_len) != 0 && a == REGION_ADVICE_HUGE) || meta_full_unit_waits()) &&
            extent_huge_active();
 }
 
@@ -203,7 +215,8 @@ static bool collapse_meta_unit(void)
 
 void extent_huge_work(unsigned budget)
 {
-    if (budget && meta_full_unit_waits() && extent_huge_active() && collapse_meta_unit())
+    if (budget && meta_full_unit_waits() && ATOMIC_LOAD(&advice) != REGION_ADVICE_NONE && extent_huge_active() &&
+        collapse_meta_unit())
         budget--;
     for (unsigned look = 0; budget && look < 2 * budget + 2 && extent_huge_pending(); look++) {
         lock_acquire(&pageheap.lock);

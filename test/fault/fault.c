@@ -1602,7 +1602,7 @@ Test(fault, guard_einval_warns_once_and_runs_without_guard_pages, .timeout = 60)
 
 /* ---- a kernel that refuses MADV_COLLAPSE ------------------------------------------------ */
 
-#define COLLAPSE_OBJS (64 * 1024)
+#define COLLAPSE_OBJS (192 * 1024)
 static void collapse_refused_run(void *arg)
 {
     void **v = arg;
@@ -1638,7 +1638,8 @@ Test(fault, refused_collapse_turns_thp_auto_off_without_a_warning, .timeout = 12
     static void *v[COLLAPSE_OBJS];
     char *err = NULL, *stats = NULL;
     arm(F_COLLAPSE, 0, ALWAYS);
-    tt_capture(collapse_refused_run, v, NULL, &err); /* 32 MiB of slabs: many fresh units */
+    tt_capture(collapse_refused_run, v, NULL, &err); /* 96 MiB of slabs: the units in use before
+                                                           * MADV_HUGEPAGE are collapsed */
     tt_capture(print_stats, NULL, NULL, &stats);
     disarm();
     cr_expect_str_eq(err, "", "a refused MADV_COLLAPSE printed something");
