@@ -23,7 +23,7 @@ conf_t conf = {
     .background = BACKGROUND_AUTO,
     .arenas = 0,
     .tcache = 1,
-    .thp = THP_OFF,
+    .thp = THP_AUTO,
     .stats = 0,
     .stats_file = "",
     .verbose = 0,
@@ -84,11 +84,12 @@ static const conf_key_t conf_keys[] = {
       "number of arenas; 0 = 4 per CPU" },
     { "tcache", CONF_BOOL, &conf.tcache, 0, 1, NULL, false, "on",
       "per-thread caches of small and medium objects" },
-    { "thp", CONF_MODE, &conf.thp, 0, 2, thp_names, true, "off",
-      "transparent huge pages: auto (2 MiB units that slabs fill, or that are in use and resident, are "
-      "collapsed into huge pages with MADV_COLLAPSE, which sets no VMA flag, where the system's THP setting "
-      "is madvise or always; free pages go back as with off), on (MADV_HUGEPAGE on the whole heap, purged "
-      "in whole 2 MiB units: faster forks, more memory), off (4 KiB pages)" },
+    { "thp", CONF_MODE, &conf.thp, 0, 2, thp_names, true, "auto",
+      "transparent huge pages: auto (where the system's THP setting is madvise or always: MADV_HUGEPAGE on "
+      "the whole heap once 64 MiB are in use, so that new 2 MiB units fault in as huge pages, and "
+      "MADV_NOHUGEPAGE once a purge splits a unit in use; dense units collapsed with MADV_COLLAPSE; free "
+      "pages go back as with off), on (MADV_HUGEPAGE on the whole heap, purged in whole 2 MiB units: "
+      "faster forks, more memory), off (4 KiB pages)" },
     { "stats", CONF_MODE, &conf.stats, 0, 2, stats_names, true, "off",
       "print statistics at exit, labelled with the pid, the program, tide's version and the effective "
       "settings: off, on (text), json (one JSON object); on stderr, or into stats_file" },

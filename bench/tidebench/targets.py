@@ -74,7 +74,7 @@ TARGETS = [
     {"check": "realloc_vmas", "mode": "step"},
 
     # Issue 37 (a heap on transparent huge pages by default, where they cost no memory):
-    # bench/kv; set by the issue, not met by today's tide, whose default is thp:off.  fork
+    # bench/kv; set by the issue (tide: its default, thp:auto).  fork
     # of the 1 GiB heap at most mimalloc 3's (an extra peer, labelled so: make bench
     # EXTRA_PEER="mimalloc3=/path/to/libmimalloc.so"; n/a without it) and at most 0.2 x
     # thp:off's; AnonHugePages at least 90% of the live heap after the fill; RSS in every
