@@ -81,7 +81,12 @@ int main(void)
     print_values(pages, nsmall);
     printf("static const uint16_t sc_nregs[SC_NSMALL] = {");
     print_values(nregs, nsmall);
-    printf("\n");
+    /* The page map's 3-bit page offset holds every page of the largest slab (pagemap.h
+     * asserts it). */
+    unsigned max_pages = 0;
+    for (unsigned i = 0; i < nsmall; i++)
+        max_pages = pages[i] > max_pages ? pages[i] : max_pages;
+    printf("#define SC_SLAB_MAX_PAGES %u\n\n", max_pages);
 
     /* off / size == (off * magic) >> 32 for every multiple of size inside a slab. */
     printf("/* ceil(2^32 / size): region index = (offset * magic) >> 32 */\n");
@@ -144,7 +149,11 @@ int main(void)
     print_values(cap_init, nsizes);
     printf("static const uint16_t sc_tcache_max[SC_NCACHED] = {");
     print_values(cap_limit, nsizes);
-    printf("\n");
+    /* What a large class's cache holds at most: the size of the flush's batch (tcache.c). */
+    unsigned max_large = 0;
+    for (unsigned i = nsmall; i < nsizes; i++)
+        max_large = cap_limit[i] > max_large ? cap_limit[i] : max_large;
+    printf("#define SC_TCACHE_MAX_LARGE %u\n\n", max_large);
 
     printf("/* class of a request of up to SC_LOOKUP_MAX bytes, indexed by (size + 15) >> 4 */\n");
     printf("static const uint8_t sc_lookup[SC_LOOKUP_MAX / 16 + 1] = {");
