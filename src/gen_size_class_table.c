@@ -67,12 +67,16 @@ int main(void)
         printf("%s%u,", i % 8 ? " " : "\n    ", sizes[i]);
     printf("\n};\n\n");
 
-    /* Slab size: the fewest pages that hold two regions or more and waste at most 1/16. */
+    /* Slab size: the fewest pages that hold two regions or more and waste nothing, as
+     * jemalloc's slabs: a slab of 320-byte regions is 5 pages, not 1 page of 12 regions and
+     * 256 bytes lost (6%).  Every class gets there within 7 pages (the page map's slab
+     * offset has 3 bits, pagemap.h) and 256 regions. */
     unsigned pages[64] = { 0 }, nregs[64] = { 0 };
     for (unsigned i = 0; i < nsmall; i++) {
         unsigned s = sizes[i], p = 1;
-        while ((p * PAGE) % s * 16 > p * PAGE || p * PAGE / s < 2)
+        while ((p * PAGE) % s != 0 || p * PAGE / s < 2)
             p++;
+        assert(p <= 7);
         pages[i] = p;
         nregs[i] = p * PAGE / s;
         assert(nregs[i] >= 2 && nregs[i] <= MAX_NREGS);
