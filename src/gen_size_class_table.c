@@ -67,12 +67,16 @@ int main(void)
         printf("%s%u,", i % 8 ? " " : "\n    ", sizes[i]);
     printf("\n};\n\n");
 
-    /* Slab size: the fewest pages that hold two regions or more and waste at most 1/16. */
+    /* Slab size: the fewest pages that hold two regions or more and waste nothing, as
+     * jemalloc's slabs: a slab of 320-byte regions is 5 pages, not 1 page of 12 regions and
+     * 256 bytes lost (6%).  Every class gets there within 7 pages (the page map's slab
+     * offset has 3 bits, pagemap.h) and 256 regions. */
     unsigned pages[64] = { 0 }, nregs[64] = { 0 };
     for (unsigned i = 0; i < nsmall; i++) {
         unsigned s = sizes[i], p = 1;
-        while ((p * PAGE) % s * 16 > p * PAGE || p * PAGE / s < 2)
+        while ((p * PAGE) % s != 0 || p * PAGE / s < 2)
             p++;
+        assert(p <= 7);
         pages[i] = p;
         nregs[i] = p * PAGE / s;
         assert(nregs[i] >= 2 && nregs[i] <= MAX_NREGS);
@@ -81,7 +85,12 @@ int main(void)
     print_values(pages, nsmall);
     printf("static const uint16_t sc_nregs[SC_NSMALL] = {");
     print_values(nregs, nsmall);
-    printf("\n");
+    /* The page map's 3-bit page offset holds every page of the largest slab (pagemap.h
+     * asserts it). */
+    unsigned max_pages = 0;
+    for (unsigned i = 0; i < nsmall; i++)
+        max_pages = pages[i] > max_pages ? pages[i] : max_pages;
+    printf("#define SC_SLAB_MAX_PAGES %u\n\n", max_pages);
 
     /* off / size == (off * magic) >> 32 for every multiple of size inside a slab. */
     printf("/* ceil(2^32 / size): region index = (offset * magic) >> 32 */\n");
@@ -144,7 +153,11 @@ int main(void)
     print_values(cap_init, nsizes);
     printf("static const uint16_t sc_tcache_max[SC_NCACHED] = {");
     print_values(cap_limit, nsizes);
-    printf("\n");
+    /* What a large class's cache holds at most: the size of the flush's batch (tcache.c). */
+    unsigned max_large = 0;
+    for (unsigned i = nsmall; i < nsizes; i++)
+        max_large = cap_limit[i] > max_large ? cap_limit[i] : max_large;
+    printf("#define SC_TCACHE_MAX_LARGE %u\n\n", max_large);
 
     printf("/* class of a request of up to SC_LOOKUP_MAX bytes, indexed by (size + 15) >> 4 */\n");
     printf("static const uint8_t sc_lookup[SC_LOOKUP_MAX / 16 + 1] = {");

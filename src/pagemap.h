@@ -55,6 +55,7 @@ _Static_assert(sizeof(pm_entry_t) == REGION_PM_ENTRY_BYTES, "the region reserves
 #define PM_PTR_MASK (((uint64_t)1 << 48) - 1)
 #define PM_PAGE_SHIFT 48
 #define PM_PAGE_MASK 7u
+_Static_assert(SC_SLAB_MAX_PAGES - 1 <= PM_PAGE_MASK, "every page of a slab has its offset in the entry");
 #define PM_TAG_LARGE 0xF0u /* head of a classless large block, tail of any */
 #define PM_TAG_FREE 0xF1u
 #define PM_TAG_RESERVED 0xF2u

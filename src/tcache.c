@@ -153,10 +153,10 @@ static void tcache_flush(tcache_t *tc, unsigned cls, unsigned keep, const void *
             background_after_free();
         return;
     }
-    /* A large class caches at most 8 blocks (sc_tcache_max), so one batch holds them all,
+    /* A large class caches at most SC_TCACHE_MAX_LARGE blocks, so one batch holds them all,
      * and a link that leads to a block no cache holds (forged, or a loop) is found before
      * the page heap gets any pages. */
-    extent_t *batch[64];
+    extent_t *batch[SC_TCACHE_MAX_LARGE];
     unsigned n = 0, left = count - keep;
     TIDE_ASSERT(left <= ARRAY_SIZE(batch));
     /* Each link's check reads the page-map entry that names the block's extent: one read

@@ -24,3 +24,10 @@ AM_TESTS_ENVIRONMENT += $(tide_layer_env); export TIDE_LAYER_OBJECTS TIDE_LAYER_
 .PHONY: check-layers
 check-layers: src/libtide.la
 	$(AM_V_at)$(tide_layer_env) srcdir='$(srcdir)' $(srcdir)/tools/check_layers.py
+
+# No object tests the flags of an `add x@gottpoff(%rip)`, which the linker turns into a
+# lea that sets none where x is the executable's (GCC 12 does so under UBSan: a NULL check
+# of a TLS address that then reads the flags of the instruction before).
+TESTS += tools/check_tls_flags.py
+EXTRA_DIST += tools/check_tls_flags.py
+AM_TESTS_ENVIRONMENT += OBJDUMP='$(OBJDUMP)'; export OBJDUMP;

@@ -2,8 +2,8 @@
 /*
  * size_class.c - size_class.h and its generated table (size_class_table.h) against the
  * documented rule (docs/architecture.md, "Size classes"): a 16-byte quantum, 4 classes per
- * doubling; small classes up to 14336 in slabs of 1-7 pages that waste at most 1/16 and
- * hold at least 2 regions; large cached classes up to 64 KiB; whole pages above.  The rule
+ * doubling; small classes up to 14336 in slabs of 1-7 pages that waste nothing and hold
+ * at least 2 regions; large cached classes up to 64 KiB; whole pages above.  The rule
  * is recomputed here (support.h's tt_class_of), not read from the table.
  */
 #include <criterion/criterion.h>
@@ -32,7 +32,7 @@ Test(size_class, the_table_is_the_documented_one)
         cr_assert_eq(sc_size[c] % PAGE, 0, "large cached class %u (%u bytes) is not whole pages", c, sc_size[c]);
 }
 
-Test(size_class, slabs_waste_at_most_a_sixteenth_and_hold_two_regions)
+Test(size_class, slabs_waste_nothing_and_hold_two_regions)
 {
     for (unsigned c = 0; c < SC_NSMALL; c++) {
         size_t s = sc_size[c], pages = sc_slab_pages[c], bytes = pages * PAGE;
@@ -40,11 +40,11 @@ Test(size_class, slabs_waste_at_most_a_sixteenth_and_hold_two_regions)
         cr_assert_eq(sc_nregs[c], bytes / s, "class %u (%zu B): %u regions in %zu bytes", c, s, sc_nregs[c], bytes);
         cr_assert_geq(sc_nregs[c], 2, "class %u (%zu B): fewer than 2 regions", c, s);
         cr_assert_leq(sc_nregs[c], SC_MAX_NREGS, "class %u: more regions than the bitmap has bits", c);
-        cr_assert_leq((bytes % s) * 16, bytes, "class %u (%zu B): %zu of %zu bytes wasted", c, s, bytes % s, bytes);
+        cr_assert_eq(bytes % s, 0, "class %u (%zu B): %zu of %zu bytes wasted", c, s, bytes % s, bytes);
         /* the fewest pages that do it */
         for (size_t p = 1; p < pages; p++)
-            cr_assert((p * PAGE % s) * 16 > p * PAGE || p * PAGE / s < 2,
-                      "class %u (%zu B): %zu pages would do, the slab has %zu", c, s, p, pages);
+            cr_assert(p * PAGE % s != 0 || p * PAGE / s < 2, "class %u (%zu B): %zu pages would do, the slab has %zu",
+                      c, s, p, pages);
     }
     /* 14336 is the largest class a slab of at most 7 pages holds twice: the next (16384) is
      * large. */
