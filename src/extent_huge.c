@@ -69,7 +69,6 @@ static int thp_setting = -1;                /* os_thp_setting(), read at start-u
 static int refused;                         /* the kernel refuses MADV_COLLAPSE (atomic) */
 static int einvals, collapse_ok;            /* atomic */
 static uint64_t n_collapsed, n_failed, n_meta; /* atomic */
-static int advice;                          /* REGION_ADVICE_*; page-heap lock (read atomic) */
 static size_t huge_from[REGION_MAX_RANGES]; /* units from here were empty at MADV_HUGEPAGE */
 
 void extent_huge_init(void) { thp_setting = os_thp_setting(); }
@@ -108,11 +107,13 @@ static bool queue_push(unsigned range, size_t i)
     return true;
 }
 
-/* The heap's advice becomes A (page-heap lock held: the ranges grow under it, and a range's
- * new pages take region.advice). */
+/* The heap's advice: region.advice, which the ranges take as they grow (set under the
+ * page-heap lock, read anywhere). */
+static int advice(void) { return ATOMIC_LOAD(&region.advice); }
+
+/* The heap's advice becomes A.  Page-heap lock held. */
 static void set_advice(int a)
 {
-    ATOMIC_STORE(&advice, a);
     region_set_advice(a);
     if (a != REGION_ADVICE_HUGE)
         return;
@@ -134,12 +135,12 @@ static void set_advice(int a)
  * pages); under MADV_NOHUGEPAGE the kernel collapses none. */
 static bool collapsible(unsigned range, size_t i)
 {
-    return advice == REGION_ADVICE_HUGE && i < huge_from[range];
+    return advice() == REGION_ADVICE_HUGE && i < huge_from[range];
 }
 
 void extent_units_use(unsigned range, uintptr_t addr, size_t npages, bool used)
 {
-    if (unlikely(used && advice == REGION_ADVICE_NONE && (pageheap.npages_active << LG_PAGE) >= ADVISE_MIN_ACTIVE) &&
+    if (unlikely(used && advice() == REGION_ADVICE_NONE && (pageheap.npages_active << LG_PAGE) >= ADVISE_MIN_ACTIVE) &&
         extent_huge_active())
         set_advice(REGION_ADVICE_HUGE);
     uintptr_t origin = unit_origin(range), end = addr + (npages << LG_PAGE);
@@ -173,7 +174,7 @@ void extent_units_purged(unsigned range, uintptr_t addr, size_t npages)
     uintptr_t origin = unit_origin(range), end = addr + (npages << LG_PAGE);
     for (size_t i = (addr - origin) >> LG_HUGEPAGE; i <= (end - 1 - origin) >> LG_HUGEPAGE && i < units[range].n; i++) {
         /* Blocks in it: a split unit that khugepaged would fill in again. */
-        if (advice == REGION_ADVICE_HUGE && (units[range].v[i] & U_USED))
+        if (advice() == REGION_ADVICE_HUGE && (units[range].v[i] & U_USED))
             set_advice(REGION_ADVICE_NOHUGE);
         units[range].v[i] &= ~U_HUGE;
     }
@@ -183,7 +184,7 @@ void extent_huge_thp_changed(void)
 {
     lock_acquire(&pageheap.lock);
     /* thp:off from auto: no more huge faults (thp:on gives its own advice). */
-    if (advice == REGION_ADVICE_HUGE && ATOMIC_LOAD(&conf.thp) == THP_OFF)
+    if (advice() == REGION_ADVICE_HUGE && ATOMIC_LOAD(&conf.thp) == THP_OFF)
         set_advice(REGION_ADVICE_NOHUGE);
     lock_release(&pageheap.lock);
 }
@@ -191,7 +192,7 @@ void extent_huge_thp_changed(void)
 bool extent_huge_pending(void)
 {
     /* (The metadata range takes no advice: its units are collapsed under either.) */
-    int a = ATOMIC_LOAD(&advice);
+    int a = advice();
     return a != REGION_ADVICE_NONE && ((ATOMIC_LOAD(&q_len) != 0 && a == REGION_ADVICE_HUGE) || meta_full_unit_waits()) &&
            extent_huge_active();
 }
@@ -215,7 +216,7 @@ static bool collapse_meta_unit(void)
 
 void extent_huge_work(unsigned budget)
 {
-    if (budget && meta_full_unit_waits() && ATOMIC_LOAD(&advice) != REGION_ADVICE_NONE && extent_huge_active() &&
+    if (budget && meta_full_unit_waits() && advice() != REGION_ADVICE_NONE && extent_huge_active() &&
         collapse_meta_unit())
         budget--;
     for (unsigned look = 0; budget && look < 2 * budget + 2 && extent_huge_pending(); look++) {
@@ -268,7 +269,7 @@ void extent_huge_work(unsigned budget)
             ATOMIC_ADD(&n_failed, 1);
             if (err == EINVAL && !ATOMIC_LOAD(&collapse_ok) && ATOMIC_ADD(&einvals, 1) + 1 >= REFUSED_AFTER) {
                 ATOMIC_STORE(&refused, 1);
-                if (advice == REGION_ADVICE_HUGE)
+                if (advice() == REGION_ADVICE_HUGE)
                     set_advice(REGION_ADVICE_NOHUGE); /* (thp:off from here) */
             }
         }
@@ -285,7 +286,7 @@ void extent_huge_stats(extent_huge_stats_t *out)
     out->refused = ATOMIC_LOAD(&refused) != 0;
     out->active = extent_huge_active();
     out->collapsed = ATOMIC_LOAD(&n_collapsed);
-    out->advice = ATOMIC_LOAD(&advice);
+    out->advice = advice();
     out->failed = ATOMIC_LOAD(&n_failed);
     out->meta = ATOMIC_LOAD(&n_meta);
 }

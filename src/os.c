@@ -619,7 +619,6 @@ int os_nohugepage(uintptr_t addr, size_t size)
 {
     OS_KEEP_ERRNO;
     int err = madvise((void *)addr, size, MADV_NOHUGEPAGE) ? errno : 0;
-    ATOMIC_ADD(&os_counters.nohugepage_calls, 1);
     os_record(OS_TR_NOHUGEPAGE, addr, size, 0, err, 0, NULL);
     return err;
 }

@@ -53,7 +53,6 @@ typedef struct os_counters_s {
     uint64_t guard_calls;
     uint64_t name_calls; /* prctl(PR_SET_VMA_ANON_NAME) calls made */
     uint64_t collapse_calls; /* madvise(MADV_COLLAPSE) calls made */
-    uint64_t nohugepage_calls; /* madvise(MADV_NOHUGEPAGE) calls made */
 } os_counters_t;
 
 extern os_counters_t os_counters;
