@@ -154,9 +154,6 @@ static inline size_t tt_classes(size_t *out, size_t max)
 
 static inline bool tt_is_pow2(size_t x) { return x && !(x & (x - 1)); }
 
-/* Keep the calling thread on CPU (-1: the one it runs on now); 0 on success.  A cache
- * refills from the arena of the CPU its thread runs on, so a test that counts one arena's
- * slabs must not move between CPUs, which a busy machine makes it do. */
 /* Remove DIR (a test's temporary folder from mkdtemp) and the files in it; nothing if it
  * is gone already. */
 static inline void tt_rmtree(const char *dir)
@@ -176,6 +173,24 @@ static inline void tt_rmtree(const char *dir)
     rmdir(dir);
 }
 
+/* The system's THP setting, the word in brackets of its sysfs file: "always", "madvise",
+ * "never", or "absent" where the file is. */
+static inline const char *tt_thp_setting(void)
+{
+    char buf[128];
+    int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return "absent";
+    buf[n] = '\0';
+    return strstr(buf, "[always]") ? "always" : strstr(buf, "[madvise]") ? "madvise" : "never";
+}
+
+/* Keep the calling thread on CPU (-1: the one it runs on now); 0 on success.  A cache
+ * refills from the arena of the CPU its thread runs on, so a test that counts one arena's
+ * slabs must not move between CPUs, which a busy machine makes it do. */
 static inline int tt_pin_cpu(int cpu)
 {
     if (cpu < 0)

@@ -21,34 +21,22 @@
 #define FILL (96 * MiB)
 #define OBJ 256
 
-/* The system's THP setting: the word in brackets. */
-static const char *thp_setting(void)
-{
-    static char buf[128];
-    int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return "absent";
-    buf[n] = '\0';
-    return strstr(buf, "[always]") ? "always" : strstr(buf, "[madvise]") ? "madvise" : "never";
-}
-
 typedef struct {
     long rss_kb, huge_kb, vmas;
+    char advice[3]; /* of the VMA that holds the first range: "hg", "nh" or "" (VmFlags) */
 } smaps_t;
 
-/* Rss and AnonHugePages of the mappings that overlap tide's ranges, and their count. */
+/* Rss and AnonHugePages of the mappings that overlap tide's ranges, their count, and the
+ * THP advice on the first range. */
 static smaps_t tide_smaps(void)
 {
     uintptr_t r[8][2];
     size_t nr = tide_ranges(r, 8);
-    smaps_t s = { 0, 0, 0 };
+    smaps_t s = { 0, 0, 0, "" };
     FILE *f = fopen("/proc/self/smaps", "r");
     cr_assert(f != NULL);
     char line[512];
-    bool in = false;
+    bool in = false, first = false;
     while (fgets(line, sizeof line, f)) {
         unsigned long a, b;
         if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
@@ -56,9 +44,12 @@ static smaps_t tide_smaps(void)
             for (size_t i = 0; i < nr && i < 8; i++)
                 if (b > r[i][0] && a < r[i][1])
                     in = true;
+            first = nr > 0 && b > r[0][0] && a < r[0][1];
             s.vmas += in;
             continue;
         }
+        if (first && !strncmp(line, "VmFlags:", 8))
+            strcpy(s.advice, strstr(line, " hg") ? "hg" : strstr(line, " nh") ? "nh" : "");
         long kb;
         if (in && sscanf(line, "Rss: %ld kB", &kb) == 1)
             s.rss_kb += kb;
@@ -67,35 +58,6 @@ static smaps_t tide_smaps(void)
     }
     fclose(f);
     return s;
-}
-
-/* The advice on the VMA that holds tide's first range: 'hg' (MADV_HUGEPAGE), 'nh'
- * (MADV_NOHUGEPAGE) or "" (none), from its VmFlags. */
-static const char *range_advice(void)
-{
-    static char advice[3];
-    uintptr_t r[8][2];
-    cr_assert_geq(tide_ranges(r, 8), 1);
-    FILE *f = fopen("/proc/self/smaps", "r");
-    cr_assert(f != NULL);
-    char line[512];
-    bool in = false;
-    advice[0] = '\0';
-    while (fgets(line, sizeof line, f)) {
-        unsigned long a, b;
-        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            in = b > r[0][0] && a < r[0][1];
-            continue;
-        }
-        if (in && !strncmp(line, "VmFlags:", 8)) {
-            if (strstr(line, " hg"))
-                strcpy(advice, "hg");
-            else if (strstr(line, " nh"))
-                strcpy(advice, "nh");
-        }
-    }
-    fclose(f);
-    return advice;
 }
 
 static void **fill(size_t bytes, size_t *n)
@@ -119,19 +81,19 @@ static void check_fill(void **v, size_t n)
 
 Test(thp, auto_puts_a_dense_heap_on_huge_pages_in_one_vma, .timeout = 120)
 {
-    if (strcmp(thp_setting(), "madvise") && strcmp(thp_setting(), "always"))
-        cr_skip_test("the system's THP setting is %s", thp_setting());
+    if (strcmp(tt_thp_setting(), "madvise") && strcmp(tt_thp_setting(), "always"))
+        cr_skip_test("the system's THP setting is %s", tt_thp_setting());
     char mode[16];
     cr_assert_eq(tide_conf_get("thp", mode, sizeof mode), 0);
     cr_assert_str_eq(mode, "auto", "thp:auto is the default");
-    cr_expect_str_eq(range_advice(), "", "a small heap has advice");
+    cr_expect_str_eq(tide_smaps().advice, "", "a small heap has advice");
     smaps_t before = tide_smaps();
     size_t n;
     void **v = fill(FILL, &n);
     smaps_t s = tide_smaps();
     cr_log_info("thp:auto, %zu MiB of %d-byte objects: Rss %ld kB, AnonHugePages %ld kB, %ld VMAs", FILL >> 20, OBJ,
                 s.rss_kb, s.huge_kb, s.vmas);
-    cr_expect_str_eq(range_advice(), "hg", "the range of a heap of %zu MiB has no MADV_HUGEPAGE", FILL >> 20);
+    cr_expect_str_eq(tide_smaps().advice, "hg", "the range of a heap of %zu MiB has no MADV_HUGEPAGE", FILL >> 20);
     /* Most of it: every unit slabs filled from the start (the first, shared with the heap's
      * start, and the last, still filling, may not be). */
     cr_expect_geq(s.huge_kb - before.huge_kb, (long)(FILL * 8 / 10 / 1024), "%ld kB on huge pages of %zu kB live",
@@ -149,7 +111,7 @@ Test(thp, auto_puts_a_dense_heap_on_huge_pages_in_one_vma, .timeout = 120)
 
 Test(thp, off_keeps_4k_pages, .timeout = 120)
 {
-    if (!strcmp(thp_setting(), "always"))
+    if (!strcmp(tt_thp_setting(), "always"))
         cr_skip_test("the system's THP setting is always: the kernel gives huge pages anyway");
     cr_assert_eq(tide_conf_set("thp", "off"), 0);
     smaps_t before = tide_smaps();
@@ -168,8 +130,8 @@ Test(thp, off_keeps_4k_pages, .timeout = 120)
 /* Units freed whole go back (tide_purge breaks the huge pages: memory must go back). */
 Test(thp, a_unit_freed_whole_is_given_back, .timeout = 120)
 {
-    if (strcmp(thp_setting(), "madvise") && strcmp(thp_setting(), "always"))
-        cr_skip_test("the system's THP setting is %s", thp_setting());
+    if (strcmp(tt_thp_setting(), "madvise") && strcmp(tt_thp_setting(), "always"))
+        cr_skip_test("the system's THP setting is %s", tt_thp_setting());
     cr_assert_eq(tide_conf_set("thp", "auto"), 0);
     smaps_t before = tide_smaps();
     size_t n;
@@ -195,12 +157,12 @@ Test(thp, a_unit_freed_whole_is_given_back, .timeout = 120)
  * make the purged pages resident again; the huge pages not split stay. */
 Test(thp, a_purge_that_splits_units_in_use_gives_the_range_madv_nohugepage, .timeout = 120)
 {
-    if (strcmp(thp_setting(), "madvise") && strcmp(thp_setting(), "always"))
-        cr_skip_test("the system's THP setting is %s", thp_setting());
+    if (strcmp(tt_thp_setting(), "madvise") && strcmp(tt_thp_setting(), "always"))
+        cr_skip_test("the system's THP setting is %s", tt_thp_setting());
     cr_assert_eq(tide_conf_set("thp", "auto"), 0);
     size_t n;
     void **v = fill(FILL, &n);
-    cr_assert_str_eq(range_advice(), "hg");
+    cr_assert_str_eq(tide_smaps().advice, "hg");
     smaps_t full = tide_smaps();
     /* Every other 256 KiB of objects: each unit keeps blocks and loses whole slabs. */
     size_t run = 256 * 1024 / OBJ;
@@ -213,7 +175,7 @@ Test(thp, a_purge_that_splits_units_in_use_gives_the_range_madv_nohugepage, .tim
     smaps_t s = tide_smaps();
     cr_log_info("filled: Rss %ld kB (%ld kB huge); half freed and purged: Rss %ld kB (%ld kB huge)", full.rss_kb,
                 full.huge_kb, s.rss_kb, s.huge_kb);
-    cr_expect_str_eq(range_advice(), "nh", "after a purge that split units in use");
+    cr_expect_str_eq(tide_smaps().advice, "nh", "after a purge that split units in use");
     cr_expect_eq(s.vmas, 1, "tide's range is %ld VMAs", s.vmas);
     cr_expect_leq(s.rss_kb, full.rss_kb - (long)(FILL / 3 / 1024), "Rss %ld kB after half was freed and purged",
                   s.rss_kb);
@@ -224,7 +186,7 @@ Test(thp, a_purge_that_splits_units_in_use_gives_the_range_madv_nohugepage, .tim
     for (size_t i = 0; i < n; i++)
         if (!v[i])
             cr_assert((v[i] = malloc(OBJ)) != NULL);
-    cr_expect_str_eq(range_advice(), "nh");
+    cr_expect_str_eq(tide_smaps().advice, "nh");
     cr_expect_eq(tide_check(), 0);
     for (size_t i = 0; i < n; i++)
         free(v[i]);
@@ -235,14 +197,14 @@ Test(thp, a_purge_that_splits_units_in_use_gives_the_range_madv_nohugepage, .tim
  * clears both). */
 Test(thp, thp_off_at_run_time_stops_huge_faults, .timeout = 120)
 {
-    if (strcmp(thp_setting(), "madvise"))
-        cr_skip_test("the system's THP setting is %s", thp_setting());
+    if (strcmp(tt_thp_setting(), "madvise"))
+        cr_skip_test("the system's THP setting is %s", tt_thp_setting());
     cr_assert_eq(tide_conf_set("thp", "auto"), 0);
     size_t n;
     void **v = fill(FILL, &n);
-    cr_assert_str_eq(range_advice(), "hg");
+    cr_assert_str_eq(tide_smaps().advice, "hg");
     cr_assert_eq(tide_conf_set("thp", "off"), 0);
-    cr_expect_str_eq(range_advice(), "nh");
+    cr_expect_str_eq(tide_smaps().advice, "nh");
     smaps_t before = tide_smaps();
     size_t m;
     void **w = fill(16 * MiB, &m);
@@ -274,9 +236,9 @@ Test(thp, statistics_say_what_is_in_force)
 {
     cr_assert_eq(tide_conf_set("thp", "auto"), 0);
     char *t = stats_text();
-    if (!strcmp(thp_setting(), "madvise") || !strcmp(thp_setting(), "always")) {
+    if (!strcmp(tt_thp_setting(), "madvise") || !strcmp(tt_thp_setting(), "always")) {
         char want[96];
-        snprintf(want, sizeof want, "auto: huge pages (system THP %s), heap advice none:", thp_setting());
+        snprintf(want, sizeof want, "auto: huge pages (system THP %s), heap advice none:", tt_thp_setting());
         cr_expect(strstr(t, want) != NULL, "%s", t);
     } else {
         cr_expect(strstr(t, "auto: off (the system's THP setting is never)") != NULL, "%s", t);
