@@ -25,8 +25,9 @@ typedef enum {
 typedef enum {
     THP_OFF = 0,  /* no huge-page work: 4 KiB pages unless the system's THP setting is always */
     THP_ON = 1,   /* MADV_HUGEPAGE on every range, whole; purge in whole 2 MiB units */
-    THP_AUTO = 2  /* dense 2 MiB units collapsed (MADV_COLLAPSE), no VMA flag, where the
-                   * system's THP setting is madvise or always (extent_huge.c) */
+    THP_AUTO = 2  /* where the system's THP setting is madvise or always: MADV_HUGEPAGE on the
+                   * whole heap once it is large, MADV_NOHUGEPAGE once a purge splits a unit
+                   * in use (extent_huge.c) */
 } thp_mode_t;
 
 #define CONF_PREFIX_MAX 256

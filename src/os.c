@@ -305,9 +305,6 @@ int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice)
         return os_purge((uintptr_t)iov[0].iov_base, iov[0].iov_len, advice);
     if (os_fault(OS_OP_PURGE))
         return ENOMEM;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += iov[i].iov_len;
     unsigned gen = os_stall_gen();
     if (ATOMIC_LOAD(&os_pmadv_state) >= 0) {
         /* The kernel takes at most IOV_MAX (1024) ranges a call. */

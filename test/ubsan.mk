@@ -39,7 +39,8 @@ reliability-check-local:
 
 # A configured source tree cannot host a VPATH build, so check-ubsan copies the files git
 # tracks (as they are in the work tree; `make distdir` outside git), configures the copy with
-# --enable-ubsan (gcc, -fsanitize=undefined -fno-sanitize-recover=undefined) and runs its
+# --enable-ubsan (gcc, -fsanitize=undefined -fno-sanitize-recover=undefined; and --enable-werror
+# when this tree has it) and runs its
 # `make check` (the soak for $(UBSAN_SOAK_SECONDS) s; no fuzzers: they run with UBSan already).
 # A UBSan report while tide starts up re-enters malloc from the sanitizer and deadlocks, so a
 # one-second soak runs first under a timeout, to fail at once rather than hang.
@@ -52,7 +53,7 @@ check-ubsan:
 	else \
 	  $(MAKE) $(AM_MAKEFLAGS) distdir distdir=$(UBSAN_BUILDDIR)/tree >/dev/null; \
 	fi
-	@cd $(UBSAN_BUILDDIR)/tree && { autoreconf -fi && ./configure --enable-ubsan && $(MAKE) -j2 && \
+	@cd $(UBSAN_BUILDDIR)/tree && { autoreconf -fi && ./configure --enable-ubsan $(if $(WERROR_CFLAGS),--enable-werror) && $(MAKE) -j2 && \
 	  $(MAKE) -j2 test/stress/soak$(EXEEXT); } >../build.log 2>&1 || \
 	  { echo "ubsan: the UBSan build failed; the end of $(UBSAN_BUILDDIR)/build.log:"; tail -40 ../build.log; exit 1; }
 	@cd $(UBSAN_BUILDDIR)/tree && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -31,3 +31,9 @@ check-layers: src/libtide.la
 TESTS += tools/check_tls_flags.py
 EXTRA_DIST += tools/check_tls_flags.py
 AM_TESTS_ENVIRONMENT += OBJDUMP='$(OBJDUMP)'; export OBJDUMP;
+
+# The fast path's length against the number tools/fastpath.pin commits (callgrind, exact).
+TESTS += tools/check_fastpath.py
+EXTRA_DIST += tools/check_fastpath.py tools/fastpath.pin
+AM_TESTS_ENVIRONMENT += TIDE_DEBUG_BUILD='$(if $(TIDE_DEBUG_CPPFLAGS),yes,no)'; export TIDE_DEBUG_BUILD; \
+	TIDE_CFLAGS='$(CFLAGS)'; export TIDE_CFLAGS;

@@ -20,7 +20,7 @@ TESTS += test/api/cxx
 test_api_cxx_SOURCES = test/api/cxx.cc test/support/child.h test/support/child.c
 test_api_cxx_CPPFLAGS = $(rel_cppflags)
 test_api_cxx_CFLAGS = $(rel_cflags)
-test_api_cxx_CXXFLAGS = -std=gnu++17 -Wall -Wextra -O2 -g $(CRITERION_CFLAGS)
+test_api_cxx_CXXFLAGS = -std=gnu++17 -Wall -Wextra $(WERROR_CFLAGS) -O2 -g $(CRITERION_CFLAGS)
 test_api_cxx_LDFLAGS = $(rel_ldflags)
 test_api_cxx_LDADD = src/libtide.la $(CRITERION_LIBS) $(PTHREAD_LIBS)
 # The same linked with libtide.a (libtool's -static: the uninstalled archive, one object

@@ -8,7 +8,7 @@ FUZZ_SECONDS = 60
 # fuzz_conf links conf.c, report.c and os.c; fuzz_api links all of tide with its glibc names
 # and C++'s operators made local (objcopy), so that only the explicit tide_* calls of the
 # target use tide (libFuzzer is C++: its new and delete stay libstdc++'s).
-FUZZ_CFLAGS = -g -O1 -std=gnu11 -D_GNU_SOURCE -DTIDE_DEBUG -fsanitize=fuzzer,undefined -fno-sanitize-recover=undefined \
+FUZZ_CFLAGS = -g -O1 -std=gnu11 -Wall -Wextra -Wno-unused-parameter $(WERROR_CFLAGS) -D_GNU_SOURCE -DTIDE_DEBUG -fsanitize=fuzzer,undefined -fno-sanitize-recover=undefined \
 	-I$(top_srcdir)/include -I$(top_srcdir)/src -I$(top_builddir)/src
 fuzz_tide_sources = $(filter-out src/malloc.c,$(filter %.c,$(src_libtide_la_SOURCES)))
 fuzz_glibc_names = malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc \

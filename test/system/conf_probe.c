@@ -10,7 +10,6 @@
  *   conf_probe slabs LIMIT     mallopt(M_ARENA_MAX, LIMIT) unless LIMIT is 0, then two
  *                              threads allocate a block each of a class nothing else
  *                              uses; prints mallopt's result and the slabs made meanwhile */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>

@@ -40,7 +40,7 @@ EXTRA_test_system_preload_DEPENDENCIES = test/system/libmallocprobe.la test/syst
 check_PROGRAMS += test/system/cxx_probe
 test_system_cxx_probe_SOURCES = test/system/cxx_probe.cc
 test_system_cxx_probe_CPPFLAGS = $(AM_CPPFLAGS)
-test_system_cxx_probe_CXXFLAGS = -std=gnu++17 -Wall -Wextra -O2 -g
+test_system_cxx_probe_CXXFLAGS = -std=gnu++17 -Wall -Wextra $(WERROR_CFLAGS) -O2 -g
 test_system_cxx_probe_LDFLAGS = -no-install
 test_system_cxx_probe_LDADD = -ldl
 
