@@ -42,7 +42,7 @@ typedef enum {
 /* The heap profiler's record of a block it sampled, kept in the block's extent, in the
  * line a free reads anyway (a table of records apart cost each sampled free a cache miss
  * more, on bench/mixed the profiler's costliest; the samples kept in their slab have
- * theirs in one, prof.c): its call stack, its requested size, the
+ * theirs in one, prof_record.c): its call stack, its requested size, the
  * inverse of the probability it was sampled with (its weight, in 1/1024ths of a block), the
  * usable size it would have had unsampled (0: the extent's), and the profiler's shard that
  * counted it. */
@@ -80,7 +80,7 @@ typedef struct extent_s {
                         * did (pagemap.h, the was-head bit): their bits stay clear */
     union {
         uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
-        extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof.c) */
+        extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof_record.c) */
     };
 } extent_t;
 /* A descriptor a slab (one for every 4 KiB of a heap of small objects) pays for in the
