@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* extent.c - the page heap: best-fit allocation of page runs, coalescing, metadata.
+/* extent.c - the page heap: best-fit allocation of page runs, coalescing, descriptors.
  *
  * Free runs live in three trees (dirty, lazy, clean) ordered by (size, address), so a
  * request takes the smallest run that fits, lowest address first.  Allocation prefers
  * dirty runs (their pages are resident: no page faults), then lazy, then clean, and
- * grows the range only when none fits.  Descriptors of extents and other metadata are
- * carved from the range itself, so tide needs no other mapping.  The dirty runs' side
- * (handing them to the purge engine, taking them back, giving the range's free tail back)
- * is extent_dirty.c. */
+ * grows the range only when none fits.  Descriptors of extents come from the metadata
+ * range (meta.c), a mapping of its own away from the heap, which no overflow of user
+ * memory reaches.  The dirty runs' side (handing them to the purge engine, taking them
+ * back, giving the range's free tail back) is extent_dirty.c; the 2 MiB units and
+ * thp:auto, extent_huge.c.
+ *
+ * Bottom up: an extent's page-map edges, descriptors, free runs, the range (start-up,
+ * reserved pages, growth), guard pages; placement (the run that fits, where in it: a
+ * giant block at the range's end, a slab away from freed blocks' first pages, a large
+ * block at its thread's hint); then allocation, free, resize and move, held blocks,
+ * lookups. */
 #include "extent.h"
 #include "extent_internal.h"
 
@@ -22,8 +29,6 @@
 #include "size_class.h"
 
 pageheap_t pageheap;
-/* The kernel installs guard pages (atomic; cleared at its first EINVAL, never set again). */
-static int extent_guards_ok = 1;
 
 /* A hint may name the run a block just freed into (see extent_hint_t) only while the run is
  * about the block's own place: cutting a small block from the start of a big merged run,
@@ -38,19 +43,7 @@ static int extent_guards_ok = 1;
 #define SLAB_AVOID_TRIES 8 /* runs take() looks at past a freed block's (for a slab) */
 #define GIANT_PAGES ((256 * MiB) >> LG_PAGE) /* blocks placed to let the range shrink after them (take) */
 
-static int extent_cmp(const rb_node_t *a, const rb_node_t *b)
-{
-    const extent_t *x = container_of(a, extent_t, rb), *y = container_of(b, extent_t, rb);
-    if (x->npages != y->npages)
-        return x->npages < y->npages ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-static int extent_cmp_npages(const rb_node_t *a, const void *key)
-{
-    const extent_t *x = container_of(a, extent_t, rb);
-    return x->npages < *(const size_t *)key ? -1 : 0;
-}
+/* ---- page-map edges -------------------------------------------------------------- */
 
 const range_t *extent_range(const extent_t *e) { return &region.ranges[e->range]; }
 
@@ -96,7 +89,7 @@ void extent_clear_edges(extent_t *e)
         pm_write(r, extent_end(e) - PAGE, PM_EMPTY);
 }
 
-/* ---- descriptors and metadata ---------------------------------------------------- */
+/* ---- descriptors ----------------------------------------------------------------- */
 
 void extent_desc_put(extent_t *e)
 {
@@ -114,6 +107,40 @@ extent_t *extent_desc_get(void)
     pageheap.ndesc_free--;
     memset(e, 0, sizeof *e);
     return e;
+}
+
+/* Make sure N descriptors can be had without allocating: they come from the metadata
+ * range (meta.h), apart from the heap, DESC_BATCH at a time. */
+int extent_desc_refill(size_t n)
+{
+    while (pageheap.ndesc_free < n) {
+        size_t each = ALIGN_UP(sizeof(extent_t), (size_t)TIDE_CACHELINE);
+        char *batch = meta_alloc(DESC_BATCH * each);
+        if (!batch)
+            return ENOMEM;
+        for (unsigned i = 0; i < DESC_BATCH; i++) {
+            extent_t *e = (extent_t *)(batch + i * each);
+            e->state = EXTENT_RETIRED;
+            extent_desc_put(e);
+        }
+    }
+    return 0;
+}
+
+/* ---- free runs ------------------------------------------------------------------- */
+
+static int extent_cmp(const rb_node_t *a, const rb_node_t *b)
+{
+    const extent_t *x = container_of(a, extent_t, rb), *y = container_of(b, extent_t, rb);
+    if (x->npages != y->npages)
+        return x->npages < y->npages ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int extent_cmp_npages(const rb_node_t *a, const void *key)
+{
+    const extent_t *x = container_of(a, extent_t, rb);
+    return x->npages < *(const size_t *)key ? -1 : 0;
 }
 
 void extent_tree_insert(extent_t *e)
@@ -212,42 +239,39 @@ void extent_add_free_run(uintptr_t addr, size_t npages, unsigned range, unsigned
     extent_insert_free(e, state, stamp);
 }
 
-/* Map more of the range and add it as clean free pages.  Needs one descriptor. */
-static int grow(size_t min_pages)
+/* Merge the adjacent free runs from L to R (whatever their states) into one run, in the
+ * least clean of their states, and return it (in its tree, coalesced with neighbours in
+ * that state).  Lock held. */
+extent_t *extent_merge_span(extent_t *l, extent_t *r)
 {
-    uintptr_t addr;
-    size_t len;
-    unsigned range;
-    int err = region_grow((min_pages + 1) << LG_PAGE, &addr, &len, &range);
-    if (err)
-        return err;
-    if (addr == region.ranges[range].base) {
-        /* A new range: its first page guards its page map too. */
-        extent_reserve_guard(range, addr, 1);
-        addr += PAGE;
-        len -= PAGE;
+    extent_t *parts[SPAN_MAX_RUNS + 1];
+    size_t n = 0;
+    for (extent_t *x = l;; x = extent_free_neighbour(x, false, EXTENT_NFREE)) {
+        parts[n++] = x;
+        if (x == r)
+            break;
     }
-    extent_add_free_run(addr, len >> LG_PAGE, range, EXTENT_CLEAN, 0);
-    return 0;
-}
-
-/* Make sure N descriptors can be had without allocating: they come from the metadata
- * range (meta.h), apart from the heap, DESC_BATCH at a time. */
-int extent_desc_refill(size_t n)
-{
-    while (pageheap.ndesc_free < n) {
-        size_t each = ALIGN_UP(sizeof(extent_t), (size_t)TIDE_CACHELINE);
-        char *batch = meta_alloc(DESC_BATCH * each);
-        if (!batch)
-            return ENOMEM;
-        for (unsigned i = 0; i < DESC_BATCH; i++) {
-            extent_t *e = (extent_t *)(batch + i * each);
-            e->state = EXTENT_RETIRED;
-            extent_desc_put(e);
+    unsigned state = EXTENT_CLEAN;
+    uint64_t stamp = 0;
+    size_t npages = 0;
+    for (size_t i = 0; i < n; i++) {
+        state = MIN(state, (unsigned)parts[i]->state); /* dirty < lazy < clean */
+        stamp = MAX(stamp, parts[i]->stamp);
+        npages += parts[i]->npages;
+        extent_tree_remove(parts[i]);
+        if (i > 0) {
+            extent_keep_freed_head(l, parts[i]);
+            l->freed |= parts[i]->freed & EXTENT_FREED_INSIDE;
+            extent_desc_put(parts[i]);
         }
     }
-    return 0;
+    l->npages = npages;
+    /* It may now meet a run in its new state beyond the span: merge that too. */
+    extent_insert_free(l, state, stamp);
+    return l;
 }
+
+/* ---- the range: start-up, reserved pages, growth --------------------------------- */
 
 int extent_init(void)
 {
@@ -280,52 +304,62 @@ void extent_reserve_guard(unsigned range, uintptr_t base, size_t npages)
     pageheap.npages_reserved += npages;
 }
 
-/* ---- allocation ------------------------------------------------------------------ */
-
-/* Cut NPAGES pages at START out of free run F (which must hold them); the pieces
- * before and after stay free.  Returns F, now describing the cut, in no tree.  Needs
- * two descriptors.  Lock held. */
-static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
+/* Map more of the range and add it as clean free pages.  Needs one descriptor. */
+static int grow(size_t min_pages)
 {
-    TIDE_CHECK(start >= f->addr && start + (npages << LG_PAGE) <= extent_end(f));
-    extent_tree_remove(f);
-    /* The run's boundary entries must not survive inside the cut: clear them before the
-     * pieces around it write theirs. */
-    extent_clear_edges(f);
-    unsigned state = f->state;
-    uint64_t stamp = f->stamp;
-    size_t lead = (start - f->addr) >> LG_PAGE;
-    size_t trail = f->npages - lead - npages;
-    extent_t *cut = f;
-    if (lead) {
-        /* F stays the lead's, as freed heads inside the lead name it. */
-        cut = extent_desc_get();
-        cut->range = f->range;
-        f->npages = lead;
-        extent_insert_free(f, state, stamp);
+    uintptr_t addr;
+    size_t len;
+    unsigned range;
+    int err = region_grow((min_pages + 1) << LG_PAGE, &addr, &len, &range);
+    if (err)
+        return err;
+    if (addr == region.ranges[range].base) {
+        /* A new range: its first page guards its page map too. */
+        extent_reserve_guard(range, addr, 1);
+        addr += PAGE;
+        len -= PAGE;
     }
-    if (trail) {
-        extent_t *t = extent_desc_get();
-        t->addr = start + (npages << LG_PAGE);
-        t->npages = trail;
-        t->range = cut->range;
-        t->freed = f->freed & EXTENT_FREED_INSIDE; /* (it may: what is known is of all F) */
-        extent_insert_free(t, state, stamp);
-    }
-    cut->freed = 0;
-    cut->guard = 0;
-    cut->sample = 0;
-    cut->addr = start;
-    cut->npages = npages;
-    cut->zeroed = state == EXTENT_CLEAN;
-    cut->moved_len = 0;
-    cut->moved_pieces = 0;
-    pageheap.npages_active += npages;
-    extent_units_use(cut->range, start, npages, true);
-    if (state != EXTENT_CLEAN)
-        __atomic_store_n(&pageheap.reused, pageheap.reused + npages, __ATOMIC_RELAXED);
-    return cut;
+    extent_add_free_run(addr, len >> LG_PAGE, range, EXTENT_CLEAN, 0);
+    return 0;
 }
+
+/* ---- guard pages ----------------------------------------------------------------- */
+
+/* The kernel installs guard pages (atomic; cleared at its first EINVAL, never set again). */
+static int extent_guards_ok = 1;
+
+bool extent_guards_work(void) { return ATOMIC_LOAD(&extent_guards_ok) != 0; }
+
+bool extent_guards_wanted(void) { return ATOMIC_LOAD(&conf.guard) && extent_guards_work(); }
+
+bool extent_guard_install(uintptr_t addr, size_t len)
+{
+    if (!extent_guards_work())
+        return false;
+    int err = os_guard(addr, len);
+    if (err == EINVAL && __atomic_exchange_n(&extent_guards_ok, 0, __ATOMIC_RELAXED)) {
+        static const char *const pieces[] = {
+            "guard pages are not available here (MADV_GUARD_INSTALL: Invalid argument; Linux 6.13 has them): "
+            "running without them"
+        };
+        report_line(pieces, ARRAY_SIZE(pieces));
+    }
+    /* All or nothing: a call that failed part way (a fatal signal, out of memory for page
+     * tables) may have made some of the pages guards, and they are about to be reused. */
+    if (err && len > PAGE)
+        os_unguard(addr, len);
+    return err == 0;
+}
+
+/* The guard page of E, an ordinary page again: before its pages can be handed out.  No
+ * lock held (E is the caller's alone). */
+static void unguard_tail(const extent_t *e)
+{
+    if (e->guard)
+        os_unguard(extent_guard_page(e), PAGE);
+}
+
+/* ---- placement ------------------------------------------------------------------- */
 
 /* The smallest free run of at least NPAGES pages, dirty first, then lazy, then clean. */
 static extent_t *best_fit(size_t npages)
@@ -336,38 +370,6 @@ static extent_t *best_fit(size_t npages)
             return container_of(n, extent_t, rb);
     }
     return NULL;
-}
-
-/* Merge the adjacent free runs from L to R (whatever their states) into one run, in the
- * least clean of their states, and return it (in its tree, coalesced with neighbours in
- * that state).  Lock held. */
-extent_t *extent_merge_span(extent_t *l, extent_t *r)
-{
-    extent_t *parts[SPAN_MAX_RUNS + 1];
-    size_t n = 0;
-    for (extent_t *x = l;; x = extent_free_neighbour(x, false, EXTENT_NFREE)) {
-        parts[n++] = x;
-        if (x == r)
-            break;
-    }
-    unsigned state = EXTENT_CLEAN;
-    uint64_t stamp = 0;
-    size_t npages = 0;
-    for (size_t i = 0; i < n; i++) {
-        state = MIN(state, (unsigned)parts[i]->state); /* dirty < lazy < clean */
-        stamp = MAX(stamp, parts[i]->stamp);
-        npages += parts[i]->npages;
-        extent_tree_remove(parts[i]);
-        if (i > 0) {
-            extent_keep_freed_head(l, parts[i]);
-            l->freed |= parts[i]->freed & EXTENT_FREED_INSIDE;
-            extent_desc_put(parts[i]);
-        }
-    }
-    l->npages = npages;
-    /* It may now meet a run in its new state beyond the span: merge that too. */
-    extent_insert_free(l, state, stamp);
-    return l;
 }
 
 /* When no single run fits: a span of adjacent free runs in different states that holds
@@ -414,6 +416,51 @@ static extent_t *find_fit(size_t need, size_t room)
     if (!f && ((room && grow(need + room) == 0) || grow(need) == 0))
         f = best_fit(need);
     return f;
+}
+
+/* Cut NPAGES pages at START out of free run F (which must hold them); the pieces
+ * before and after stay free.  Returns F, now describing the cut, in no tree.  Needs
+ * two descriptors.  Lock held. */
+static extent_t *carve(extent_t *f, uintptr_t start, size_t npages)
+{
+    TIDE_CHECK(start >= f->addr && start + (npages << LG_PAGE) <= extent_end(f));
+    extent_tree_remove(f);
+    /* The run's boundary entries must not survive inside the cut: clear them before the
+     * pieces around it write theirs. */
+    extent_clear_edges(f);
+    unsigned state = f->state;
+    uint64_t stamp = f->stamp;
+    size_t lead = (start - f->addr) >> LG_PAGE;
+    size_t trail = f->npages - lead - npages;
+    extent_t *cut = f;
+    if (lead) {
+        /* F stays the lead's, as freed heads inside the lead name it. */
+        cut = extent_desc_get();
+        cut->range = f->range;
+        f->npages = lead;
+        extent_insert_free(f, state, stamp);
+    }
+    if (trail) {
+        extent_t *t = extent_desc_get();
+        t->addr = start + (npages << LG_PAGE);
+        t->npages = trail;
+        t->range = cut->range;
+        t->freed = f->freed & EXTENT_FREED_INSIDE; /* (it may: what is known is of all F) */
+        extent_insert_free(t, state, stamp);
+    }
+    cut->freed = 0;
+    cut->guard = 0;
+    cut->sample = 0;
+    cut->addr = start;
+    cut->npages = npages;
+    cut->zeroed = state == EXTENT_CLEAN;
+    cut->moved_len = 0;
+    cut->moved_pieces = 0;
+    pageheap.npages_active += npages;
+    extent_units_use(cut->range, start, npages, true);
+    if (state != EXTENT_CLEAN)
+        __atomic_store_n(&pageheap.reused, pageheap.reused + npages, __ATOMIC_RELAXED);
+    return cut;
 }
 
 /* The pages a growth for a giant block of NPAGES adds below it (take): the step the range
@@ -493,40 +540,7 @@ static extent_t *hinted_run(const extent_hint_t *hint, size_t npages, size_t ali
     return start + (npages << LG_PAGE) <= extent_end(f) ? f : NULL;
 }
 
-/* ---- guard pages ------------------------------------------------------------------ */
-
-bool extent_guards_work(void) { return ATOMIC_LOAD(&extent_guards_ok) != 0; }
-
-bool extent_guards_wanted(void) { return ATOMIC_LOAD(&conf.guard) && extent_guards_work(); }
-
-bool extent_guard_install(uintptr_t addr, size_t len)
-{
-    if (!extent_guards_work())
-        return false;
-    int err = os_guard(addr, len);
-    if (err == EINVAL && __atomic_exchange_n(&extent_guards_ok, 0, __ATOMIC_RELAXED)) {
-        static const char *const pieces[] = {
-            "guard pages are not available here (MADV_GUARD_INSTALL: Invalid argument; Linux 6.13 has them): "
-            "running without them"
-        };
-        report_line(pieces, ARRAY_SIZE(pieces));
-    }
-    /* All or nothing: a call that failed part way (a fatal signal, out of memory for page
-     * tables) may have made some of the pages guards, and they are about to be reused. */
-    if (err && len > PAGE)
-        os_unguard(addr, len);
-    return err == 0;
-}
-
-/* The guard page of E, an ordinary page again: before its pages can be handed out.  No
- * lock held (E is the caller's alone). */
-static void unguard_tail(const extent_t *e)
-{
-    if (e->guard)
-        os_unguard(extent_guard_page(e), PAGE);
-}
-
-/* ---- allocation, continued ------------------------------------------------------------ */
+/* ---- allocation ------------------------------------------------------------------ */
 
 /* A large block of NPAGES pages, a guard page after it when GUARD (and padding to ALIGN),
  * of no class when CLASSLESS. */
@@ -622,6 +636,8 @@ extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
     return e;
 }
 
+/* ---- free ------------------------------------------------------------------------ */
+
 /* Give E back to the free runs; a large block leaves HINT (when not NULL) naming the run
  * it went into.  Lock held. */
 static void free_locked(extent_t *e, uint64_t now, extent_hint_t *hint)
@@ -688,6 +704,8 @@ void extent_free_aged(extent_t *const *v, unsigned n)
         free_locked(v[i], v[i]->stamp, NULL);
     lock_release(&pageheap.lock);
 }
+
+/* ---- resize and move ------------------------------------------------------------- */
 
 /* Whether a block may grow in place by extending the range by NPAGES: only while the
  * range stays within twice the pages in use, else it had better move into the free space
@@ -833,6 +851,8 @@ void extent_finish_move(extent_t *old, extent_t *target)
     lock_release(&pageheap.lock);
 }
 
+/* ---- held blocks (guard:on) ------------------------------------------------------ */
+
 void extent_hold(extent_t *e)
 {
     lock_acquire(&pageheap.lock);
@@ -864,6 +884,8 @@ void extent_release_held(extent_t *e)
     extent_insert_free(e, EXTENT_CLEAN, 0);
     lock_release(&pageheap.lock);
 }
+
+/* ---- lookups and statistics ------------------------------------------------------ */
 
 void extent_mark_sampled(extent_t *slab, uintptr_t block, bool sampled)
 {

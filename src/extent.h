@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* extent.h - runs of pages ("extents") and the page heap that hands them out.
  *
- * Every page of a range belongs to one extent: a slab, a large block, tide's own
- * metadata, or a free run.  A free run remembers what the kernel holds for it:
+ * Every page of a range belongs to one extent: a slab, a large block, reserved pages (a
+ * range's first pages), a freed large block held as a guard, or a free run; extent
+ * descriptors live apart, in the metadata range (meta.h).  A free run remembers what the
+ * kernel holds for it:
  *   dirty - freed by the program, its pages likely resident;
  *   lazy  - given back with MADV_FREE: resident until the kernel needs the memory, and
  *           its contents are undefined (calloc must zero it);
  *   clean - known to read as zeros: never touched, or purged with MADV_DONTNEED.
  * Free runs of the same state coalesce with their neighbours; the page map gives the
- * neighbours in O(1).  One lock guards the page heap; nothing holds it across a
- * system call except growth of the range (mmap) and the rare metadata carve. */
+ * neighbours in O(1).  One lock guards the page heap; the system calls made under it are
+ * rare, and of a range as a whole: its growth (mmap), the unmapping of its clean free
+ * tail, thp:auto's advice, and the growth of the metadata range (meta.c). */
 #ifndef TIDE_EXTENT_H
 #define TIDE_EXTENT_H
 
@@ -42,7 +45,7 @@ typedef enum {
 /* The heap profiler's record of a block it sampled, kept in the block's extent, in the
  * line a free reads anyway (a table of records apart cost each sampled free a cache miss
  * more, on bench/mixed the profiler's costliest; the samples kept in their slab have
- * theirs in one, prof.c): its call stack, its requested size, the
+ * theirs in one, prof_record.c): its call stack, its requested size, the
  * inverse of the probability it was sampled with (its weight, in 1/1024ths of a block), the
  * usable size it would have had unsampled (0: the extent's), and the profiler's shard that
  * counted it. */
@@ -80,7 +83,7 @@ typedef struct extent_s {
                         * did (pagemap.h, the was-head bit): their bits stay clear */
     union {
         uint64_t bitmap[SC_MAX_NREGS / 64]; /* slab: bit set = region free */
-        extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof.c) */
+        extent_prof_t prof_rec;             /* large, prof set: the profiler's (prof_record.c) */
     };
 } extent_t;
 /* A descriptor a slab (one for every 4 KiB of a heap of small objects) pays for in the

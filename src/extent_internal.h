@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* extent_internal.h - the page heap's own helpers, shared by its files: extent.c
- * (allocation, free, resize, metadata), extent_dirty.c (runs handed to the purge
- * engine, the range's free tail) and extent_huge.c (2 MiB units, thp:auto).  Nothing else includes it.  All of them need the
- * page-heap lock held. */
+ * (descriptors, free runs, placement, allocation, free, resize), extent_dirty.c (runs
+ * handed to the purge engine, the range's free tail) and extent_huge.c (2 MiB units,
+ * thp:auto).  Nothing else includes it.  All of them need the page-heap lock held. */
 #ifndef TIDE_EXTENT_INTERNAL_H
 #define TIDE_EXTENT_INTERNAL_H
 

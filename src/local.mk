@@ -17,7 +17,7 @@ src_libtide_la_SOURCES = \
 	src/transfer.h src/transfer.c \
 	src/background.h src/background.c \
 	src/large.h src/large.c \
-	src/prof.h src/prof.c \
+	src/prof.h src/prof_internal.h src/prof.c src/prof_math.c src/prof_stack.c src/prof_record.c src/prof_dump.c \
 	src/conf.h src/conf.c \
 	src/stats.h src/stats.c \
 	src/report.h src/report.c \

@@ -9,7 +9,7 @@
  *   sampled page     a slab page of a class of a page or more (on which one block at most
  *                    starts) whose block the heap profiler sampled: the same, under a tag
  *                    of its own, so that the free fast path leaves that block to the slow
- *                    path, which takes its record off (prof.c);
+ *                    path, which takes its record off (prof_record.c);
  *   large head       the first page of a large block: the block, its cached class if it
  *                    has one;
  *   large tail       the last page of a large block: the block (no class);

@@ -20,9 +20,9 @@
  * Dumps are the legacy heap-profile text that gperftools and jemalloc write ("heap
  * profile:" header, one line per stack, then /proc/self/maps), read unchanged by
  * google-pprof and jeprof.  The profiler's own memory is tide metadata (meta.h), never a
- * malloc.  A sample and a sampled block's free count in the calling thread's shard (prof.c),
- * under its lock (with prof_slab_lock inside it for a sample kept in its slab), taken with
- * no other tide lock held, before the page heap's. */
+ * malloc.  A sample and a sampled block's free count in the calling thread's shard
+ * (prof_record.c), under its lock (with prof_slab_lock inside it for a sample kept in its
+ * slab), taken with no other tide lock held, before the page heap's. */
 #ifndef TIDE_PROF_H
 #define TIDE_PROF_H
 

@@ -12,7 +12,8 @@ AM_TESTS_ENVIRONMENT += NM='$(NM)'; export NM; \
 	TIDE_UBSAN='$(rel_in_ubsan)'; export TIDE_UBSAN;
 
 # src/ files include and call only files of their row of docs/architecture.md's layer
-# table or below (make check; `make check-layers` alone; tools/check_layers.py says how).  It reads the
+# table or below, and each row's "uses" names the rows it includes and calls (make check;
+# `make check-layers` alone; tools/check_layers.py says how).  It reads the
 # objects automake lists for libtide, so renamed or removed sources leave no stale object
 # in the check.
 TESTS += tools/check_layers.py

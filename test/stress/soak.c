@@ -606,9 +606,9 @@ static void check_heap(const char *when)
     size_t held = atomic_load(&live_bytes);
     if (held > st.allocated)
         error_at("stats: the soak holds more than tide counts as allocated", NULL, 0, held, st.allocated);
-    /* Address space: within a small factor of what is in use (design.md: "VSZ should stay
-     * within a small factor of what is really used"): 4 x the most the soak held, plus 1 GiB
-     * for alignment slack, huge-page rounding and the page map. */
+    /* Address space: within a small factor of what is in use (as src/extent.c's may_extend
+     * and docs/architecture.md's *Giving address space back* keep it): 4 x the most the soak
+     * held, plus 1 GiB for alignment slack, huge-page rounding and the page map. */
     static size_t peak;
     if (held > peak)
         peak = held;

@@ -7,7 +7,7 @@
 #   size_class  size_class.h and its generated table against the documented rule
 #   transfer    transfer.c: LIFO lists, the per-class and per-arena limits, draining
 #   pagemap     pagemap.h: every entry made is read back as what it is
-#   prof_math   prof.c's logarithm (its sampling intervals) against libm's
+#   prof_math   prof_math.c's logarithm (its sampling intervals) against libm's
 #   refill      tcache.c: a cache refills from the arena of its thread's CPU
 #   tcache      tcache.c: capacities grow to 512 KiB a class, within the thread's 4 MiB budget
 if HAVE_CRITERION

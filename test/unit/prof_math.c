@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * prof_math.c - the profiler's logarithm (src/prof.c, prof_ln), which draws every
+ * prof_math.c - the profiler's logarithm (src/prof_math.c, prof_ln), which draws every
  * sampling interval without libm, against libm's log: over the values an interval is
  * drawn from (k / 2^53, k = 1 .. 2^53) and over the whole range of normal doubles.  And
  * its 1 - exp(-x) (prof_one_minus_exp_neg), a block's probability of being sampled,
@@ -36,7 +36,7 @@ Test(prof_math, the_logarithm_of_every_kind_of_uniform_draw_is_exact_to_1e_10)
     uint64_t s = 0x9E3779B97F4A7C15u;
     double worst = 0, at = 0;
     for (int i = 0; i < 2000000; i++) {
-        /* As prof.c draws it: (k + 1) / 2^53, and with K's low bits cleared by half the
+        /* As src/prof_math.c draws it: (k + 1) / 2^53, and with K's low bits cleared by half the
          * draws, so that values near 1, near 2^-53 and at powers of two come up. */
         uint64_t k = rng_next(&s) >> 11;
         if (i & 1)
