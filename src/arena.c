@@ -41,7 +41,7 @@ int arenas_init(unsigned n)
             return ENOMEM;
         a->ind = i;
         for (unsigned c = 0; c < SC_NSMALL; c++) {
-            lock_init(&a->bins[c].lock);
+            lock_init_nth(&a->bins[c].lock, LOCK_RANK_BIN, i); /* by arena, then address */
             list_init(&a->bins[c].empty);
         }
         arenas[i] = a;
@@ -343,7 +343,7 @@ void arenas_reinit_locks(void)
 {
     for (unsigned i = 0; i < narenas; i++)
         for (unsigned c = 0; c < SC_NSMALL; c++)
-            lock_init(&arenas[i]->bins[c].lock);
+            lock_init_nth(&arenas[i]->bins[c].lock, LOCK_RANK_BIN, i);
 }
 
 void arenas_stats(arena_stats_t *out)

@@ -251,7 +251,7 @@ int extent_desc_refill(size_t n)
 
 int extent_init(void)
 {
-    lock_init(&pageheap.lock);
+    lock_init(&pageheap.lock, LOCK_RANK_PAGEHEAP);
     list_init(&pageheap.dirty_lru);
     extent_huge_init();
     /* The first range starts empty: its first page is a guard (below it lies the page

@@ -24,7 +24,7 @@
 #include "transfer.h"
 
 int init_ready; /* atomic: the heap exists */
-static lock_t tide_init_lock = LOCK_INITIALIZER;
+static lock_t tide_init_lock = LOCK_INITIALIZER(LOCK_RANK_INIT);
 /* This thread is building the heap: a call that comes back into tide meanwhile (from
  * a sanitizer's report, say) must fail rather than wait for itself. */
 static __thread bool tide_booting __attribute__((tls_model("initial-exec")));
@@ -179,11 +179,12 @@ static void tide_postfork_child(void)
         return;
     purge_postfork_child();
     meta_postfork_child();
-    lock_init(&pageheap.lock);
+    lock_init(&pageheap.lock, LOCK_RANK_PAGEHEAP);
     prof_postfork_child();
     guard_postfork_child();
     arenas_reinit_locks();
     transfer_reinit_locks();
-    lock_init(&tide_init_lock);
+    lock_init(&tide_init_lock, LOCK_RANK_INIT);
     tide_locks_held = 0; /* the ones taken by the prepare handler are free now */
+    lock_rank_forget_all();
 }

@@ -60,7 +60,7 @@ typedef struct prof_stack_s {
 
 _Static_assert(sizeof(extent_prof_t) <= sizeof(((extent_t *)0)->bitmap), "a record does not grow the extent");
 
-static lock_t prof_lock; /* the table's growth, a dump */
+static lock_t prof_lock = LOCK_INITIALIZER(LOCK_RANK_PROF); /* the table's growth, a dump */
 /* What a sample reads of the settings, in one line of its own: the conf line is not
  * touched by samples (prof and the prof keys are fixed at start-up). */
 static struct {
@@ -102,9 +102,11 @@ typedef struct prof_shard_s {
     uint64_t nfound[3];     /* samples' stacks by how they were found (their sum: samples) */
     extent_t *spare[PROF_SPARE_MAX];
 } TIDE_ALIGNED_CL prof_shard_t;
-_Static_assert(sizeof(prof_shard_t) == 2 * TIDE_CACHELINE, "a shard is two lines");
+/* (Not in debug builds, whose locks carry their rank.) */
+_Static_assert(sizeof(prof_shard_t) == 2 * TIDE_CACHELINE || sizeof(lock_t) > 4, "a shard is two lines");
 
-static prof_shard_t prof_shards[PROF_SHARDS];
+static prof_shard_t prof_shards[PROF_SHARDS] = { [0 ... PROF_SHARDS - 1] = {
+                                                     .lock = LOCK_INITIALIZER(LOCK_RANK_PROF_SHARD) } };
 static unsigned prof_next_shard; /* atomic: the shard of the next thread that samples */
 
 /* A stack unwound once, kept to be recognised again.  Unwinding without frame pointers
@@ -833,7 +835,7 @@ typedef struct prof_slab_rec_s {
 } prof_slab_rec_t;
 
 #define PROF_SLAB_LG_MIN 8
-static lock_t prof_slab_lock;
+static lock_t prof_slab_lock = LOCK_INITIALIZER(LOCK_RANK_PROF_SLAB);
 static prof_slab_rec_t *prof_slab_tab;
 static unsigned prof_slab_lg; /* the table holds 2^prof_slab_lg slots */
 static size_t prof_slab_n;    /* records in it */
@@ -1240,10 +1242,10 @@ void prof_postfork_parent(void)
 }
 void prof_postfork_child(void)
 {
-    lock_init(&prof_slab_lock);
+    lock_init(&prof_slab_lock, LOCK_RANK_PROF_SLAB);
     for (unsigned k = 0; k < PROF_SHARDS; k++)
-        lock_init(&prof_shards[k].lock);
-    lock_init(&prof_lock);
+        lock_init(&prof_shards[k].lock, LOCK_RANK_PROF_SHARD);
+    lock_init(&prof_lock, LOCK_RANK_PROF);
 }
 
 void prof_stats(prof_stats_t *out)

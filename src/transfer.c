@@ -41,7 +41,7 @@ typedef struct arena_budget_s {
 } TIDE_ALIGNED_CL arena_budget_t;
 static arena_budget_t *budgets; /* [arena] */
 static uint8_t *ready;        /* [arena]: its locks are initialised (atomic) */
-static lock_t ready_lock = LOCK_INITIALIZER;
+static lock_t ready_lock = LOCK_INITIALIZER(LOCK_RANK_TRANSFER_READY);
 
 static transfer_t *transfer_of(unsigned arena, unsigned cls) { return &transfers[arena * SC_NSMALL + cls]; }
 
@@ -63,7 +63,7 @@ int transfer_init(unsigned narena)
 static void init_locks(unsigned arena)
 {
     for (unsigned c = 0; c < SC_NSMALL; c++)
-        lock_init(&transfer_of(arena, c)->lock);
+        lock_init(&transfer_of(arena, c)->lock, LOCK_RANK_TRANSFER); /* in address order */
 }
 
 static bool is_ready(unsigned arena) { return ATOMIC_LOAD_ACQ(&ready[arena]) != 0; }
@@ -200,7 +200,7 @@ void transfer_unlock_all(void)
 
 void transfer_reinit_locks(void)
 {
-    lock_init(&ready_lock);
+    lock_init(&ready_lock, LOCK_RANK_TRANSFER_READY);
     for (unsigned a = 0; a < ntransfers; a++)
         if (ready[a])
             init_locks(a);
