@@ -325,26 +325,16 @@ bool arena_holds_empty(void)
     return false;
 }
 
-void arenas_lock_all(void)
+void arenas_locks(lock_op_t op)
 {
     for (unsigned i = 0; i < narenas; i++)
         for (unsigned c = 0; c < SC_NSMALL; c++)
-            lock_acquire(&arenas[i]->bins[c].lock);
+            lock_apply(&arenas[i]->bins[c].lock, op);
 }
 
-void arenas_unlock_all(void)
-{
-    for (unsigned i = narenas; i-- > 0;)
-        for (unsigned c = SC_NSMALL; c-- > 0;)
-            lock_release(&arenas[i]->bins[c].lock);
-}
+void arenas_lock_all(void) { arenas_locks(LOCK_OP_TAKE); }
 
-void arenas_reinit_locks(void)
-{
-    for (unsigned i = 0; i < narenas; i++)
-        for (unsigned c = 0; c < SC_NSMALL; c++)
-            lock_init_nth(&arenas[i]->bins[c].lock, LOCK_RANK_BIN, i);
-}
+void arenas_unlock_all(void) { arenas_locks(LOCK_OP_RELEASE); }
 
 void arenas_stats(arena_stats_t *out)
 {

@@ -209,18 +209,22 @@ void background_tick(void)
     purge_then_drain(now - (uint64_t)decay * 1000000u, policy, false);
 }
 
-void background_prefork(void) { bg_lock(); }
+void background_locks(lock_op_t op)
+{
+    if (op == LOCK_OP_TAKE) {
+        bg_lock();
+    } else if (op == LOCK_OP_RELEASE) {
+        bg_unlock();
+    } else {
+        pthread_mutex_init(&bg_mutex, NULL);
+        background_init();
+    }
+}
 
-void background_postfork_parent(void) { bg_unlock(); }
-
-void background_postfork_child(bool locked)
+void background_postfork_child(void)
 {
     /* The purger thread did not survive the fork: the next free starts another. */
     ATOMIC_STORE(&bg_state, 0);
     ATOMIC_STORE(&bg_asleep, 0);
-    if (!locked)
-        return;
-    pthread_mutex_init(&bg_mutex, NULL);
-    background_init();
 }
 

@@ -364,6 +364,4 @@ void guard_stats(guard_stats_t *out)
     out->sampled_live = ATOMIC_LOAD(&guard_nlive);
 }
 
-void guard_prefork(void) { lock_acquire(&guard_lock); }
-void guard_postfork_parent(void) { lock_release(&guard_lock); }
-void guard_postfork_child(void) { lock_init(&guard_lock, LOCK_RANK_GUARD); }
+void guard_locks(lock_op_t op) { lock_apply(&guard_lock, op); }

@@ -24,27 +24,28 @@
  * several at a time, taken in ascending order (their nth, then their address): only the
  * walks that take all of them do (fork, tide_check, a profile dump); no other rank's
  * locks nest with themselves.  Debug and UBSan builds check every acquisition against
- * this (lock.c), and fork takes the locks rank by rank, up this list (init.c). */
-#define LOCK_RANKS(X)                                                                      \
-    X(INIT, "tide_init_lock", 0)            /* start-up: everything else inside it */     \
-    X(PURGE, "purge_lock", 0)               /* a purge pass: the page heap inside */       \
-    X(BACKGROUND, "bg_mutex", 0)            /* the purger's sleep (a pthread mutex) */     \
-    X(TRANSFER_READY, "transfer ready_lock", 0) /* an arena's caches made ready */         \
-    X(TRANSFER, "transfer lock", 1)         /* per arena and class */                      \
-    X(BIN, "bin lock", 1)                   /* per arena and class; nth: the arena */      \
-    X(PROF, "prof_lock", 0)                 /* the stack table's growth, a dump */         \
-    X(PROF_SHARD, "prof shard lock", 1)     /* 8 */                                        \
-    X(PROF_SLAB, "prof_slab_lock", 0)       /* samples kept in their slab */               \
-    X(GUARD, "guard_lock", 0)               /* the quarantine, the sampled records */      \
-    X(PAGEHEAP, "pageheap.lock", 0)         /* the page heap */                            \
-    X(META, "meta_lock", 0)                 /* the metadata range */
+ * this (lock.c), and fork takes the locks rank by rank, up this list: a new lock is a
+ * rank here and its line in init.c's fork_locks. */
+#define LOCK_RANKS(X)                                                                         \
+    X(INIT, "tide_init_lock", 0)                /* start-up: everything else inside it */     \
+    X(PURGE, "purge_lock", 0)                   /* a purge pass: the page heap inside */      \
+    X(BACKGROUND, "bg_mutex", 0)                /* the purger's sleep (a pthread mutex) */    \
+    X(TRANSFER_READY, "transfer ready_lock", 0) /* an arena's caches made ready */            \
+    X(TRANSFER, "transfer lock", 1)             /* per arena and class */                     \
+    X(BIN, "bin lock", 1)                       /* per arena and class; nth: the arena */     \
+    X(PROF, "prof_lock", 0)                     /* the stack table's growth, a dump */        \
+    X(PROF_SHARD, "prof shard lock", 1)         /* 8 */                                       \
+    X(PROF_SLAB, "prof_slab_lock", 0)           /* samples kept in their slab */              \
+    X(GUARD, "guard_lock", 0)                   /* the quarantine, the sampled records */     \
+    X(PAGEHEAP, "pageheap.lock", 0)             /* the page heap */                           \
+    X(META, "meta_lock", 0)                     /* the metadata range */
 
 typedef enum lock_rank_e {
     LOCK_RANK_NONE, /* never ranked: taking it fails the check */
 #define LOCK_RANK_ENUM(id, name, many) LOCK_RANK_##id,
     LOCK_RANKS(LOCK_RANK_ENUM)
 #undef LOCK_RANK_ENUM
-        LOCK_NRANKS
+    LOCK_NRANKS
 } lock_rank_t;
 
 /* TIDE_DEBUG builds (./configure --enable-debug or --enable-ubsan, and the check-only
@@ -155,6 +156,23 @@ static inline void lock_release(lock_t *l)
     LOCK_RANK_DROP(l);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     tide_locks_held--;
+}
+
+/* fork: what the handlers do to each lock, rank by rank (init.c's table). */
+typedef enum lock_op_e {
+    LOCK_OP_TAKE,    /* prepare: take it */
+    LOCK_OP_RELEASE, /* parent: release it */
+    LOCK_OP_RESET,   /* child: free again (its rank kept) */
+} lock_op_t;
+
+static inline void lock_apply(lock_t *l, lock_op_t op)
+{
+    if (op == LOCK_OP_TAKE)
+        lock_acquire(l);
+    else if (op == LOCK_OP_RELEASE)
+        lock_release(l);
+    else
+        __atomic_store_n(&l->word, 0, __ATOMIC_RELAXED);
 }
 
 #endif

@@ -129,6 +129,4 @@ unsigned meta_chunks(uintptr_t (*out)[2], unsigned max)
     return n;
 }
 
-void meta_prefork(void) { lock_acquire(&meta_lock); }
-void meta_postfork_parent(void) { lock_release(&meta_lock); }
-void meta_postfork_child(void) { lock_init(&meta_lock, LOCK_RANK_META); }
+void meta_locks(lock_op_t op) { lock_apply(&meta_lock, op); }

@@ -1228,25 +1228,13 @@ void prof_exit(void)
         prof_dump_auto(0, true);
 }
 
-void prof_prefork(void)
+void prof_locks(lock_op_t op) { lock_apply(&prof_lock, op); }
+void prof_shard_locks(lock_op_t op)
 {
-    lock_acquire(&prof_lock);
-    prof_shards_lock();
-    lock_acquire(&prof_slab_lock);
-}
-void prof_postfork_parent(void)
-{
-    lock_release(&prof_slab_lock);
-    prof_shards_unlock();
-    lock_release(&prof_lock);
-}
-void prof_postfork_child(void)
-{
-    lock_init(&prof_slab_lock, LOCK_RANK_PROF_SLAB);
     for (unsigned k = 0; k < PROF_SHARDS; k++)
-        lock_init(&prof_shards[k].lock, LOCK_RANK_PROF_SHARD);
-    lock_init(&prof_lock, LOCK_RANK_PROF);
+        lock_apply(&prof_shards[k].lock, op);
 }
+void prof_slab_locks(lock_op_t op) { lock_apply(&prof_slab_lock, op); }
 
 void prof_stats(prof_stats_t *out)
 {

@@ -221,11 +221,7 @@ uint64_t purge_next_due(void) { return ATOMIC_LOAD(&purge_next_ns); }
 
 void purge_set_due(uint64_t ns) { ATOMIC_STORE(&purge_next_ns, ns); }
 
-void purge_prefork(void) { lock_acquire(&purge_lock); }
-
-void purge_postfork_parent(void) { lock_release(&purge_lock); }
-
-void purge_postfork_child(void) { lock_init(&purge_lock, LOCK_RANK_PURGE); }
+void purge_locks(lock_op_t op) { lock_apply(&purge_lock, op); }
 
 void purge_stats(purge_stats_t *out)
 {
