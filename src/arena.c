@@ -41,7 +41,7 @@ int arenas_init(unsigned n)
             return ENOMEM;
         a->ind = i;
         for (unsigned c = 0; c < SC_NSMALL; c++) {
-            lock_init(&a->bins[c].lock);
+            lock_init_nth(&a->bins[c].lock, LOCK_RANK_BIN, i); /* by arena, then address */
             list_init(&a->bins[c].empty);
         }
         arenas[i] = a;
@@ -325,26 +325,16 @@ bool arena_holds_empty(void)
     return false;
 }
 
-void arenas_lock_all(void)
+void arenas_locks(lock_op_t op)
 {
     for (unsigned i = 0; i < narenas; i++)
         for (unsigned c = 0; c < SC_NSMALL; c++)
-            lock_acquire(&arenas[i]->bins[c].lock);
+            lock_apply(&arenas[i]->bins[c].lock, op);
 }
 
-void arenas_unlock_all(void)
-{
-    for (unsigned i = narenas; i-- > 0;)
-        for (unsigned c = SC_NSMALL; c-- > 0;)
-            lock_release(&arenas[i]->bins[c].lock);
-}
+void arenas_lock_all(void) { arenas_locks(LOCK_OP_TAKE); }
 
-void arenas_reinit_locks(void)
-{
-    for (unsigned i = 0; i < narenas; i++)
-        for (unsigned c = 0; c < SC_NSMALL; c++)
-            lock_init(&arenas[i]->bins[c].lock);
-}
+void arenas_unlock_all(void) { arenas_locks(LOCK_OP_RELEASE); }
 
 void arenas_stats(arena_stats_t *out)
 {

@@ -67,9 +67,11 @@ void arena_release_empty(uint64_t older_than);
 bool arena_holds_empty(void);
 
 /* For fork: every bin lock of every arena, in a fixed order. */
+/* OP on every bin's lock, by arena then class (fork: init.c's table of ranks). */
+void arenas_locks(lock_op_t op);
+/* Every bin's lock, and back (tide_check). */
 void arenas_lock_all(void);
 void arenas_unlock_all(void);
-void arenas_reinit_locks(void);
 
 typedef struct arena_stats_s {
     size_t allocated; /* bytes of small regions handed out */

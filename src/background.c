@@ -27,6 +27,19 @@ static pthread_cond_t bg_cond;
 static int bg_state;  /* 0 not started, 1 starting/running (atomic) */
 static int bg_asleep; /* sleeping with nothing dirty: wake it on the next free (atomic) */
 
+/* bg_mutex, ranked as tide's own locks are (lock.h; debug builds check it). */
+static void bg_lock(void)
+{
+    lock_rank_take(LOCK_RANK_BACKGROUND, 0, &bg_mutex);
+    pthread_mutex_lock(&bg_mutex);
+}
+
+static void bg_unlock(void)
+{
+    pthread_mutex_unlock(&bg_mutex);
+    lock_rank_drop(LOCK_RANK_BACKGROUND);
+}
+
 /* Give back the empty slabs the bins kept since OLDER_THAN (they are dirty as of when
  * they emptied, so this pass purges them: an idle process's kept slabs go back within
  * two decays), purge what has decayed, then give the lists idling in transfer caches back
@@ -49,7 +62,7 @@ static void *bg_main(void *arg)
     (void)arg;
     /* Named by itself (a prctl): naming another thread writes to /proc/self/task/TID/comm. */
     pthread_setname_np(pthread_self(), "tide-purge");
-    pthread_mutex_lock(&bg_mutex);
+    bg_lock();
     for (;;) {
         long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
         if (ATOMIC_LOAD(&conf.background) == BACKGROUND_OFF || policy == PURGE_NONE || decay < 0) {
@@ -61,9 +74,9 @@ static void *bg_main(void *arg)
         purge_note_time(now);
         uint64_t due = purge_next_due();
         if (due <= now) {
-            pthread_mutex_unlock(&bg_mutex);
+            bg_unlock();
             purge_then_drain(now - MIN(now, (uint64_t)decay * 1000000u), policy, true);
-            pthread_mutex_lock(&bg_mutex);
+            bg_lock();
             if (decay == 0 && ATOMIC_LOAD(&conf.decay_ms) == 0) {
                 /* Every free purges at once, so nothing comes due with time: sleep until
                  * a free with decay_ms > 0 wakes us.  (purge_next_ns stays 0 with
@@ -120,9 +133,9 @@ static void bg_wake(void)
          * interrupts this must not wait for the mutex. */
         tide_locks_held++;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        pthread_mutex_lock(&bg_mutex);
+        bg_lock();
         pthread_cond_signal(&bg_cond);
-        pthread_mutex_unlock(&bg_mutex);
+        bg_unlock();
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         tide_locks_held--;
     }
@@ -196,18 +209,22 @@ void background_tick(void)
     purge_then_drain(now - (uint64_t)decay * 1000000u, policy, false);
 }
 
-void background_prefork(void) { pthread_mutex_lock(&bg_mutex); }
+void background_locks(lock_op_t op)
+{
+    if (op == LOCK_OP_TAKE) {
+        bg_lock();
+    } else if (op == LOCK_OP_RELEASE) {
+        bg_unlock();
+    } else {
+        pthread_mutex_init(&bg_mutex, NULL);
+        background_init();
+    }
+}
 
-void background_postfork_parent(void) { pthread_mutex_unlock(&bg_mutex); }
-
-void background_postfork_child(bool locked)
+void background_postfork_child(void)
 {
     /* The purger thread did not survive the fork: the next free starts another. */
     ATOMIC_STORE(&bg_state, 0);
     ATOMIC_STORE(&bg_asleep, 0);
-    if (!locked)
-        return;
-    pthread_mutex_init(&bg_mutex, NULL);
-    background_init();
 }
 

@@ -10,6 +10,8 @@
 
 #include <stdbool.h>
 
+#include "lock.h"
+
 void background_init(void);
 /* A free has just made pages dirty (no lock held): purge at once under decay_ms 0, start
  * or wake the purger thread, purge what has come due. */
@@ -19,9 +21,10 @@ void background_after_free(void);
  * so that a single-threaded program gives memory back from its own calls. */
 void background_tick(void);
 
-void background_prefork(void);
-void background_postfork_parent(void);
-/* LOCKED: the prepare handler took the locks (see tide_prefork). */
-void background_postfork_child(bool locked);
+/* fork: OP on bg_mutex (init.c's table of ranks; the child's reset makes the condition
+ * variable again too). */
+void background_locks(lock_op_t op);
+/* In every child, whether the prepare handler took the locks or not. */
+void background_postfork_child(void);
 
 #endif

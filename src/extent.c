@@ -275,7 +275,7 @@ extent_t *extent_merge_span(extent_t *l, extent_t *r)
 
 int extent_init(void)
 {
-    lock_init(&pageheap.lock);
+    lock_init(&pageheap.lock, LOCK_RANK_PAGEHEAP);
     list_init(&pageheap.dirty_lru);
     extent_huge_init();
     /* The first range starts empty: its first page is a guard (below it lies the page

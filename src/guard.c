@@ -37,7 +37,7 @@ typedef struct guard_queue_s {
     size_t bytes;
 } guard_queue_t;
 
-static lock_t guard_lock = LOCK_INITIALIZER; /* the queues and the free slots */
+static lock_t guard_lock = LOCK_INITIALIZER(LOCK_RANK_GUARD); /* the queues and the free slots */
 static guard_queue_t queue_large = { { &queue_large.fifo, &queue_large.fifo }, 0 };
 static guard_queue_t queue_sampled = { { &queue_sampled.fifo, &queue_sampled.fifo }, 0 };
 static guard_rec_t *guard_recs; /* GUARD_SLOTS of them, from the metadata range at the first sample */
@@ -364,6 +364,4 @@ void guard_stats(guard_stats_t *out)
     out->sampled_live = ATOMIC_LOAD(&guard_nlive);
 }
 
-void guard_prefork(void) { lock_acquire(&guard_lock); }
-void guard_postfork_parent(void) { lock_release(&guard_lock); }
-void guard_postfork_child(void) { lock_init(&guard_lock); }
+void guard_locks(lock_op_t op) { lock_apply(&guard_lock, op); }

@@ -65,8 +65,7 @@ typedef struct guard_stats_s {
 } guard_stats_t;
 void guard_stats(guard_stats_t *out);
 
-void guard_prefork(void);
-void guard_postfork_parent(void);
-void guard_postfork_child(void);
+/* fork: OP on guard_lock (init.c's table of ranks). */
+void guard_locks(lock_op_t op);
 
 #endif

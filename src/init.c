@@ -24,7 +24,7 @@
 #include "transfer.h"
 
 int init_ready; /* atomic: the heap exists */
-static lock_t tide_init_lock = LOCK_INITIALIZER;
+static lock_t tide_init_lock = LOCK_INITIALIZER(LOCK_RANK_INIT);
 /* This thread is building the heap: a call that comes back into tide meanwhile (from
  * a sanitizer's report, say) must fail rather than wait for itself. */
 static __thread bool tide_booting __attribute__((tls_model("initial-exec")));
@@ -103,8 +103,11 @@ __attribute__((destructor)) static void tide_destructor(void)
 
 /* fork.
  *
- * In a multithreaded process the prepare handler takes every lock, in a fixed order, so
- * that the child finds the heap consistent and its locks free and can allocate at once.
+ * In a multithreaded process the prepare handler takes every lock, rank by rank up
+ * lock.h's order (fork_locks below), so that the child finds the heap consistent and its
+ * locks free and can allocate at once; the parent releases them down the ranks, the child
+ * resets them.
+ *
  * glibc's fork takes its stdio list lock after the prepare handlers and before its own
  * malloc's locks, since a thread holding it may be about to allocate (getdelim does, and
  * fflush(NULL) holds it while it waits for a FILE whose holder is inside realloc): tide
@@ -124,6 +127,37 @@ extern void _IO_list_unlock(void) __attribute__((weak));
 
 static __thread uint64_t tide_fork_locked __attribute__((tls_model("initial-exec")));
 
+static void init_locks(lock_op_t op) { lock_apply(&tide_init_lock, op); }
+static void pageheap_locks(lock_op_t op) { lock_apply(&pageheap.lock, op); }
+
+/* How fork reaches the locks of each rank (lock.h): a new lock is a rank there and its
+ * line here. */
+static void (*const fork_locks[])(lock_op_t) = {
+    [LOCK_RANK_INIT] = init_locks,
+    [LOCK_RANK_PURGE] = purge_locks,
+    [LOCK_RANK_BACKGROUND] = background_locks,
+    [LOCK_RANK_TRANSFER_READY] = transfer_ready_locks,
+    [LOCK_RANK_TRANSFER] = transfer_locks,
+    [LOCK_RANK_BIN] = arenas_locks,
+    [LOCK_RANK_PROF] = prof_locks,
+    [LOCK_RANK_PROF_SHARD] = prof_shard_locks,
+    [LOCK_RANK_PROF_SLAB] = prof_slab_locks,
+    [LOCK_RANK_GUARD] = guard_locks,
+    [LOCK_RANK_PAGEHEAP] = pageheap_locks,
+    [LOCK_RANK_META] = meta_locks,
+};
+_Static_assert(ARRAY_SIZE(fork_locks) == LOCK_NRANKS, "every rank has its line in fork_locks");
+
+/* OP on every lock of every rank: up the ranks, or down them. */
+static void fork_walk(lock_op_t op, bool down)
+{
+    for (unsigned i = 1; i < LOCK_NRANKS; i++) {
+        unsigned r = down ? LOCK_NRANKS - i : i;
+        TIDE_ASSERT(fork_locks[r] != NULL);
+        fork_locks[r](op);
+    }
+}
+
 static void tide_prefork(void)
 {
     bool lock = !__libc_single_threaded && tide_locks_held == 0 && !tide_booting;
@@ -132,15 +166,7 @@ static void tide_prefork(void)
         return;
     if (_IO_list_lock)
         _IO_list_lock();
-    lock_acquire(&tide_init_lock);
-    purge_prefork();
-    background_prefork();
-    transfer_lock_all();
-    arenas_lock_all();
-    prof_prefork();
-    guard_prefork();
-    lock_acquire(&pageheap.lock);
-    meta_prefork();
+    fork_walk(LOCK_OP_TAKE, false);
 }
 
 static bool tide_fork_pop(void)
@@ -154,15 +180,7 @@ static void tide_postfork_parent(void)
 {
     if (!tide_fork_pop())
         return;
-    meta_postfork_parent();
-    lock_release(&pageheap.lock);
-    prof_postfork_parent();
-    guard_postfork_parent();
-    arenas_unlock_all();
-    transfer_unlock_all();
-    background_postfork_parent();
-    purge_postfork_parent();
-    lock_release(&tide_init_lock);
+    fork_walk(LOCK_OP_RELEASE, true);
     if (_IO_list_unlock)
         _IO_list_unlock();
 }
@@ -174,16 +192,10 @@ static void tide_postfork_child(void)
      * and the purger thread did not come along. */
     region.inherited = true;
     os_postfork_child();
-    background_postfork_child(locked);
+    background_postfork_child();
     if (!locked)
         return;
-    purge_postfork_child();
-    meta_postfork_child();
-    lock_init(&pageheap.lock);
-    prof_postfork_child();
-    guard_postfork_child();
-    arenas_reinit_locks();
-    transfer_reinit_locks();
-    lock_init(&tide_init_lock);
+    fork_walk(LOCK_OP_RESET, false);
     tide_locks_held = 0; /* the ones taken by the prepare handler are free now */
+    lock_rank_forget_all();
 }

@@ -19,7 +19,7 @@
 #define META_HINT_LO ((uintptr_t)8 << 40) /* below the heap's first range, [16, 32) TiB, which grows up */
 #define META_HINT_SPAN_GIB 4096u
 
-static lock_t meta_lock = LOCK_INITIALIZER;
+static lock_t meta_lock = LOCK_INITIALIZER(LOCK_RANK_META);
 static uintptr_t chunk_lo[META_MAX_CHUNKS], chunk_hi[META_MAX_CHUNKS];
 static unsigned nchunks;
 static uintptr_t cur, end; /* the chunk being bumped: [cur, end) is free */
@@ -48,7 +48,7 @@ static int new_chunk(size_t len, uintptr_t hint)
 
 int meta_init(void)
 {
-    lock_init(&meta_lock);
+    lock_init(&meta_lock, LOCK_RANK_META);
     uint64_t seed = os_random_seed();
     uintptr_t hint = META_HINT_LO + (uintptr_t)(seed % META_HINT_SPAN_GIB) * GiB +
                      ((uintptr_t)(seed >> 20) % (GiB / PAGE)) * PAGE;
@@ -129,6 +129,4 @@ unsigned meta_chunks(uintptr_t (*out)[2], unsigned max)
     return n;
 }
 
-void meta_prefork(void) { lock_acquire(&meta_lock); }
-void meta_postfork_parent(void) { lock_release(&meta_lock); }
-void meta_postfork_child(void) { lock_init(&meta_lock); }
+void meta_locks(lock_op_t op) { lock_apply(&meta_lock, op); }

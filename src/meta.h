@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lock.h"
+
 /* Reserve the range (start-up): 0 or ENOMEM. */
 int meta_init(void);
 /* SIZE bytes of zeroed metadata, or NULL when memory is exhausted.  Any lock may be held:
@@ -35,8 +37,7 @@ void meta_stats(meta_stats_t *out);
 /* The mapped chunks [lo, hi), at most MAX; returns how many there are. */
 unsigned meta_chunks(uintptr_t (*out)[2], unsigned max);
 
-void meta_prefork(void);
-void meta_postfork_parent(void);
-void meta_postfork_child(void);
+/* fork: OP on meta_lock (init.c's table of ranks). */
+void meta_locks(lock_op_t op);
 
 #endif

@@ -30,10 +30,10 @@
 
 /* The locks (their order above), beside the fork hooks below that take them, and the
  * state that all of the profiler's files read. */
-lock_t prof_lock; /* the table's growth, a dump */
+lock_t prof_lock = LOCK_INITIALIZER(LOCK_RANK_PROF); /* the table's growth, a dump */
 prof_set_t prof_set; /* what a sample reads of the settings */
-prof_shard_t prof_shards[PROF_SHARDS];
-lock_t prof_slab_lock; /* the samples kept in their slab */
+prof_shard_t prof_shards[PROF_SHARDS] = { [0 ... PROF_SHARDS - 1] = { .lock = LOCK_INITIALIZER(LOCK_RANK_PROF_SHARD) } };
+lock_t prof_slab_lock = LOCK_INITIALIZER(LOCK_RANK_PROF_SLAB); /* the samples kept in their slab */
 __thread prof_tls_t prof_tls __attribute__((tls_model("initial-exec")));
 
 void prof_boot(void)
@@ -76,25 +76,13 @@ void prof_exit(void)
         prof_dump_auto(0, true);
 }
 
-void prof_prefork(void)
+void prof_locks(lock_op_t op) { lock_apply(&prof_lock, op); }
+void prof_shard_locks(lock_op_t op)
 {
-    lock_acquire(&prof_lock);
-    prof_shards_lock();
-    lock_acquire(&prof_slab_lock);
-}
-void prof_postfork_parent(void)
-{
-    lock_release(&prof_slab_lock);
-    prof_shards_unlock();
-    lock_release(&prof_lock);
-}
-void prof_postfork_child(void)
-{
-    lock_init(&prof_slab_lock);
     for (unsigned k = 0; k < PROF_SHARDS; k++)
-        lock_init(&prof_shards[k].lock);
-    lock_init(&prof_lock);
+        lock_apply(&prof_shards[k].lock, op);
 }
+void prof_slab_locks(lock_op_t op) { lock_apply(&prof_slab_lock, op); }
 
 void prof_stats(prof_stats_t *out)
 {

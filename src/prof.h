@@ -124,13 +124,15 @@ double prof_one_minus_exp_neg(double x) TIDE_HIDDEN;
 /* tide_prof_dump(): 0 or an errno value (ENOENT with the profiler off). */
 int prof_dump(const char *path);
 
-/* Start-up (after the heap exists: finding the unwinder may load it, and allocate), exit (prof_final)
- * and fork. */
+/* Start-up (after the heap exists: finding the unwinder may load it, and allocate) and exit
+ * (prof_final). */
 void prof_boot(void);
 void prof_exit(void);
-void prof_prefork(void);
-void prof_postfork_parent(void);
-void prof_postfork_child(void);
+/* fork: OP on prof_lock, on the shards' locks (in their order), on prof_slab_lock: three
+ * ranks (init.c's table of ranks). */
+void prof_locks(lock_op_t op);
+void prof_shard_locks(lock_op_t op);
+void prof_slab_locks(lock_op_t op);
 
 typedef struct prof_stats_s {
     uint64_t samples, live_samples, stacks, frame_walks, backtraces, reused, dumps, dropped;

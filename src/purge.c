@@ -34,7 +34,7 @@
 static size_t reuse_mark[NMARKS];       /* by sub-window, modulo NMARKS (atomic) */
 static uint64_t mark_epoch, mark_len;   /* the latest sub-window marked, and the length (ns) */
 
-static lock_t purge_lock = LOCK_INITIALIZER; /* one purger at a time */
+static lock_t purge_lock = LOCK_INITIALIZER(LOCK_RANK_PURGE); /* one purger at a time */
 static uint64_t purge_next_ns;              /* no run is due before this (atomic) */
 static uint64_t purge_passes, purge_bytes;  /* atomic */
 
@@ -221,11 +221,7 @@ uint64_t purge_next_due(void) { return ATOMIC_LOAD(&purge_next_ns); }
 
 void purge_set_due(uint64_t ns) { ATOMIC_STORE(&purge_next_ns, ns); }
 
-void purge_prefork(void) { lock_acquire(&purge_lock); }
-
-void purge_postfork_parent(void) { lock_release(&purge_lock); }
-
-void purge_postfork_child(void) { lock_init(&purge_lock); }
+void purge_locks(lock_op_t op) { lock_apply(&purge_lock, op); }
 
 void purge_stats(purge_stats_t *out)
 {

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lock.h"
+
 /* Purge the dirty runs freed at or before OLDER_THAN (ns, os_now_ns) by POLICY.  WAIT:
  * wait for a pass in progress; else give up to it (under decay_ms 0 leaving it a mark to
  * run one more pass).  WHOLE: whole runs even with huge pages (an explicit full purge).
@@ -30,9 +32,8 @@ uint64_t purge_next_due(void);
 void purge_note_time(uint64_t now);
 void purge_set_due(uint64_t ns);
 
-void purge_prefork(void);
-void purge_postfork_parent(void);
-void purge_postfork_child(void);
+/* fork: OP on purge_lock (init.c's table of ranks). */
+void purge_locks(lock_op_t op);
 
 typedef struct purge_stats_s {
     uint64_t passes, purged_bytes;

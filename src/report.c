@@ -78,6 +78,22 @@ void report_internal(const char *file, int line, const char *what)
     abort();
 }
 
+#ifdef TIDE_DEBUG
+void report_lock_order(const char *taking, unsigned rank, const char *held, unsigned held_rank)
+{
+    char r[24], h[24];
+    if (!held) {
+        const char *pieces[] = { "lock order: ", taking, " taken, which has no rank" };
+        report_line(pieces, ARRAY_SIZE(pieces));
+    } else {
+        const char *pieces[] = { "lock order: taking ", taking, " (rank ", report_fmt_u64(r, rank, 0), ") while holding ",
+                                 held, " (rank ", report_fmt_u64(h, held_rank, 0), ")" };
+        report_line(pieces, ARRAY_SIZE(pieces));
+    }
+    abort();
+}
+#endif
+
 void report_invalid_pointer(const char *func, const void *ptr) { report_fatal(func, "invalid pointer", ptr); }
 void report_double_free(const char *func, const void *ptr) { report_fatal(func, "double free", ptr); }
 

@@ -19,6 +19,14 @@ __attribute__((noreturn, cold)) void report_fatal(const char *func, const char *
 /* A broken internal invariant: "tide: internal error at FILE:LINE: WHAT", then abort(). */
 __attribute__((noreturn, cold)) void report_internal(const char *file, int line, const char *what);
 
+#ifdef TIDE_DEBUG
+/* Lock order (lock.c's check, debug builds): "tide: lock order: taking TAKING (rank R)
+ * while holding HELD (rank H)", or with HELD NULL "tide: lock order: TAKING taken, which
+ * has no rank". */
+__attribute__((noreturn, cold)) void report_lock_order(const char *taking, unsigned rank, const char *held,
+                                                       unsigned held_rank);
+#endif
+
 /* Internal invariants.  TIDE_CHECK is always on, for the cheap ones whose failure would
  * corrupt the heap next (a cut outside its run, a descriptor pool that ran dry): one line
  * naming the condition, then abort.  TIDE_ASSERT is on in debug builds

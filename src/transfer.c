@@ -41,7 +41,7 @@ typedef struct arena_budget_s {
 } TIDE_ALIGNED_CL arena_budget_t;
 static arena_budget_t *budgets; /* [arena] */
 static uint8_t *ready;        /* [arena]: its locks are initialised (atomic) */
-static lock_t ready_lock = LOCK_INITIALIZER;
+static lock_t ready_lock = LOCK_INITIALIZER(LOCK_RANK_TRANSFER_READY);
 
 static transfer_t *transfer_of(unsigned arena, unsigned cls) { return &transfers[arena * SC_NSMALL + cls]; }
 
@@ -63,7 +63,7 @@ int transfer_init(unsigned narena)
 static void init_locks(unsigned arena)
 {
     for (unsigned c = 0; c < SC_NSMALL; c++)
-        lock_init(&transfer_of(arena, c)->lock);
+        lock_init(&transfer_of(arena, c)->lock, LOCK_RANK_TRANSFER); /* in address order */
 }
 
 static bool is_ready(unsigned arena) { return ATOMIC_LOAD_ACQ(&ready[arena]) != 0; }
@@ -180,28 +180,14 @@ bool transfer_holds(unsigned cls, const void *p)
     return found;
 }
 
-/* fork: the caches of the arenas in use, in a fixed order (ready_lock first, so none
- * becomes ready meanwhile). */
-void transfer_lock_all(void)
+/* fork: ready_lock ranks below the caches' locks, so that none becomes ready while they
+ * are taken, released or reset (the caches of the arenas not ready hold nothing, and
+ * their locks are made when they become ready). */
+void transfer_ready_locks(lock_op_t op) { lock_apply(&ready_lock, op); }
+
+void transfer_locks(lock_op_t op)
 {
-    lock_acquire(&ready_lock);
     for (unsigned a = 0; a < ntransfers; a++)
         for (unsigned c = 0; ready[a] && c < SC_NSMALL; c++)
-            lock_acquire(&transfer_of(a, c)->lock);
-}
-
-void transfer_unlock_all(void)
-{
-    for (unsigned a = ntransfers; a-- > 0;)
-        for (unsigned c = SC_NSMALL; ready[a] && c-- > 0;)
-            lock_release(&transfer_of(a, c)->lock);
-    lock_release(&ready_lock);
-}
-
-void transfer_reinit_locks(void)
-{
-    lock_init(&ready_lock);
-    for (unsigned a = 0; a < ntransfers; a++)
-        if (ready[a])
-            init_locks(a);
+            lock_apply(&transfer_of(a, c)->lock, op);
 }

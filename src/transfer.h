@@ -16,6 +16,8 @@
 
 #include <stdbool.h>
 
+#include "lock.h"
+
 /* The caches of NARENA arenas, at start-up: 0 or ENOMEM. */
 int transfer_init(unsigned narena);
 /* A thread joins ARENA: make its caches usable. */
@@ -33,8 +35,9 @@ void transfer_drain_idle(void);
 /* Whether P is in a batch of class CLS held here (a double free; slow, for the checks). */
 bool transfer_holds(unsigned cls, const void *p);
 
-void transfer_lock_all(void);
-void transfer_unlock_all(void);
-void transfer_reinit_locks(void);
+/* fork: OP on ready_lock, and on the caches' locks of the arenas in use (init.c's table
+ * of ranks). */
+void transfer_ready_locks(lock_op_t op);
+void transfer_locks(lock_op_t op);
 
 #endif

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lock.c - the order of tide's locks (src/lock.h's ranks), as the debug build checks it:
+ * a thread that takes a lock while it holds one of a higher rank (or, but for the ranks
+ * whose locks are taken together, one of the same rank) dies with one line naming both;
+ * the right order, a release before the next take, and the walks that take every lock of
+ * a rank in order pass; so does a fork of a multithreaded process, whose handlers take
+ * every lock of tide rank by rank.
+ *
+ * Each case runs in a forked child through the child runner (the test process is single-
+ * threaded there, so the fork itself takes no lock).  The locks are tide's own where the
+ * case is about them (the page heap's, the bins'), else locks of the test given a rank.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include "support.h"
+
+#include "arena.h"
+#include "extent.h"
+#include "lock.h"
+
+#ifndef TIDE_LOCK_RANKS
+#error "the unit suites link the debug library: lock ranks are checked there"
+#endif
+
+/* Runs FN in a child, which must die of SIGABRT with WANT as its one line on stderr. */
+static void expect_abort(int (*fn)(void *), void *arg, const char *want)
+{
+    struct tt_child_spec spec = { .fn = fn, .arg = arg, .timeout_s = 60 };
+    struct tt_child c;
+    cr_assert_eq(tt_child_run(&spec, &c), 0);
+    char how[96];
+    cr_expect(tt_child_signalled(&c, SIGABRT), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
+    cr_expect_str_eq(c.err, want);
+    tt_child_free(&c);
+}
+
+/* Runs FN in a child, which must exit 0 and write nothing on stderr. */
+static void expect_pass(int (*fn)(void *), void *arg)
+{
+    struct tt_child_spec spec = { .fn = fn, .arg = arg, .timeout_s = 60 };
+    struct tt_child c;
+    cr_assert_eq(tt_child_run(&spec, &c), 0);
+    char how[96];
+    cr_expect(tt_child_exited(&c, 0), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
+    cr_expect_str_empty(c.err);
+    tt_child_free(&c);
+}
+
+static lock_t *bin_lock(unsigned arena, unsigned cls) { return &arenas[arena]->bins[cls].lock; }
+
+/* ---- the wrong order dies ------------------------------------------------------------ */
+
+static int bin_inside_pageheap(void *arg)
+{
+    (void)arg;
+    lock_acquire(&pageheap.lock);
+    lock_acquire(bin_lock(0, 3));
+    return 0;
+}
+
+Test(lock_order, a_bin_lock_taken_inside_the_page_heaps_dies_naming_both)
+{
+    char want[256];
+    snprintf(want, sizeof want,
+             "tide: lock order: taking bin lock 0 at %p (rank %d) while holding pageheap.lock (rank %d)\n",
+             (void *)bin_lock(0, 3), LOCK_RANK_BIN, LOCK_RANK_PAGEHEAP);
+    expect_abort(bin_inside_pageheap, NULL, want);
+}
+
+/* A try-lock is checked too, though it could not deadlock: the order is one for all. */
+static int try_bin_inside_pageheap(void *arg)
+{
+    (void)arg;
+    lock_acquire(&pageheap.lock);
+    (void)lock_try(bin_lock(0, 3));
+    return 0;
+}
+
+Test(lock_order, a_try_lock_in_the_wrong_order_dies_too)
+{
+    char want[256];
+    snprintf(want, sizeof want,
+             "tide: lock order: taking bin lock 0 at %p (rank %d) while holding pageheap.lock (rank %d)\n",
+             (void *)bin_lock(0, 3), LOCK_RANK_BIN, LOCK_RANK_PAGEHEAP);
+    expect_abort(try_bin_inside_pageheap, NULL, want);
+}
+
+/* Two locks of a rank whose locks are never held together. */
+static int two_of_a_single_rank(void *arg)
+{
+    (void)arg;
+    static lock_t a = LOCK_INITIALIZER(LOCK_RANK_GUARD), b = LOCK_INITIALIZER(LOCK_RANK_GUARD);
+    lock_acquire(&a);
+    lock_acquire(&b);
+    return 0;
+}
+
+Test(lock_order, two_locks_of_a_rank_held_one_at_a_time_die_together)
+{
+    char want[256];
+    snprintf(want, sizeof want, "tide: lock order: taking guard_lock (rank %d) while holding guard_lock (rank %d)\n",
+             LOCK_RANK_GUARD, LOCK_RANK_GUARD);
+    expect_abort(two_of_a_single_rank, NULL, want);
+}
+
+/* The bins of one arena in descending order (the walks take them ascending). */
+static int bins_descending(void *arg)
+{
+    (void)arg;
+    lock_acquire(bin_lock(0, 5));
+    lock_acquire(bin_lock(0, 2));
+    return 0;
+}
+
+Test(lock_order, bins_of_an_arena_taken_downwards_die)
+{
+    char want[256];
+    snprintf(want, sizeof want,
+             "tide: lock order: taking bin lock 0 at %p (rank %d) while holding bin lock 0 at %p (rank %d)\n",
+             (void *)bin_lock(0, 2), LOCK_RANK_BIN, (void *)bin_lock(0, 5), LOCK_RANK_BIN);
+    expect_abort(bins_descending, NULL, want);
+}
+
+/* Locks of a MANY rank go by their nth first (the bins: their arena), whatever their
+ * addresses: arena 1's bin, then arena 0's, is the wrong order. */
+static lock_t nth_locks[2];
+
+static int nth_descending(void *arg)
+{
+    (void)arg;
+    lock_init_nth(&nth_locks[0], LOCK_RANK_BIN, 1);
+    lock_init_nth(&nth_locks[1], LOCK_RANK_BIN, 0);
+    lock_acquire(&nth_locks[0]);
+    lock_acquire(&nth_locks[1]);
+    return 0;
+}
+
+Test(lock_order, a_later_arenas_bin_then_an_earlier_ones_dies)
+{
+    char want[256];
+    snprintf(want, sizeof want,
+             "tide: lock order: taking bin lock 0 at %p (rank %d) while holding bin lock 1 at %p (rank %d)\n",
+             (void *)&nth_locks[1], LOCK_RANK_BIN, (void *)&nth_locks[0], LOCK_RANK_BIN);
+    expect_abort(nth_descending, NULL, want);
+}
+
+static lock_t unranked_lock; /* zero: no rank */
+
+static int unranked(void *arg)
+{
+    (void)arg;
+    lock_acquire(&unranked_lock);
+    return 0;
+}
+
+Test(lock_order, a_lock_without_a_rank_dies)
+{
+    char want[256];
+    snprintf(want, sizeof want, "tide: lock order: an unranked lock at %p taken, which has no rank\n",
+             (void *)&unranked_lock);
+    expect_abort(unranked, NULL, want);
+}
+
+/* ---- the right order passes -------------------------------------------------------- */
+
+static int up_the_ranks(void *arg)
+{
+    (void)arg;
+    static lock_t init = LOCK_INITIALIZER(LOCK_RANK_INIT), meta = LOCK_INITIALIZER(LOCK_RANK_META);
+    lock_acquire(&init);
+    TT_CHILD_CHECK(lock_try(bin_lock(0, 3)), "a free bin lock could not be taken");
+    lock_acquire(&pageheap.lock);
+    lock_acquire(&meta);
+    lock_release(&meta);
+    lock_release(&pageheap.lock);
+    lock_release(bin_lock(0, 3));
+    lock_release(&init);
+    return 0;
+}
+
+Test(lock_order, locks_taken_up_the_ranks_pass)
+{
+    expect_pass(up_the_ranks, NULL);
+}
+
+/* A lock released is forgotten: the page heap's, then a bin's, is no nesting. */
+static int release_then_lower(void *arg)
+{
+    (void)arg;
+    lock_acquire(&pageheap.lock);
+    lock_release(&pageheap.lock);
+    lock_acquire(bin_lock(0, 3));
+    lock_acquire(&pageheap.lock); /* and nested the right way round */
+    lock_release(&pageheap.lock);
+    lock_release(bin_lock(0, 3));
+    return 0;
+}
+
+Test(lock_order, a_released_lock_is_forgotten)
+{
+    expect_pass(release_then_lower, NULL);
+}
+
+/* Every bin of every arena, as fork and tide_check take them, then the page heap's. */
+static int all_bins_then_pageheap(void *arg)
+{
+    (void)arg;
+    arenas_lock_all();
+    lock_acquire(&pageheap.lock);
+    lock_release(&pageheap.lock);
+    arenas_unlock_all();
+    TT_CHILD_CHECK(tide_check() == 0, "tide_check() failed");
+    return 0;
+}
+
+Test(lock_order, every_bin_in_order_passes)
+{
+    expect_pass(all_bins_then_pageheap, NULL);
+}
+
+/* ---- fork --------------------------------------------------------------------------- */
+
+/* With a second thread the fork handlers take every lock of tide, rank by rank (lock.h),
+ * each rank's in order; the parent releases them down the ranks, the child resets them.
+ * The checks run in both: a fork_locks line out of order would kill the parent. */
+static pthread_barrier_t fork_barrier;
+
+static void *waiter(void *arg)
+{
+    (void)arg;
+    free(malloc(64)); /* a thread cache, an arena with its transfer caches ready */
+    pthread_barrier_wait(&fork_barrier);
+    pthread_barrier_wait(&fork_barrier);
+    return NULL;
+}
+
+static int child_allocates(void *arg)
+{
+    (void)arg;
+    void *p[64];
+    for (unsigned i = 0; i < 64; i++)
+        TT_CHILD_CHECK((p[i] = malloc((size_t)16 << (i % 18))) != NULL, "malloc failed in the child");
+    for (unsigned i = 0; i < 64; i++)
+        free(p[i]);
+    TT_CHILD_CHECK(tide_check() == 0, "tide_check() failed in the child");
+    return 0;
+}
+
+Test(lock_order, a_fork_takes_every_lock_in_rank_order)
+{
+    pthread_t t;
+    cr_assert_eq(pthread_barrier_init(&fork_barrier, NULL, 2), 0);
+    cr_assert_eq(pthread_create(&t, NULL, waiter, NULL), 0);
+    pthread_barrier_wait(&fork_barrier);
+    for (int i = 0; i < 3; i++)
+        expect_pass(child_allocates, NULL);
+    void *p = malloc(100); /* and the parent goes on */
+    cr_assert_not_null(p);
+    free(p);
+    pthread_barrier_wait(&fork_barrier);
+    pthread_join(t, NULL);
+    cr_assert_eq(tide_check(), 0);
+}
