@@ -735,6 +735,13 @@ TIDE_EXPORT int tide_mallopt(int param, int value)
 
 /* ---- glibc names ------------------------------------------------------------------------ */
 
+/* A ThreadSanitizer build serves its tide_ names only: TSan's runtime calls malloc before it
+ * is initialised (the loader's error strings while it looks up what it intercepts), and
+ * instrumented code cannot run then; its own allocator serves the malloc family and C++'s
+ * operators, in every program it runs, even one that links libtide statically
+ * (test/tsan.mk). */
+#ifndef TIDE_TSAN
+
 #define TIDE_ALIAS(name, target) __typeof__(target) name __attribute__((alias(#target), visibility("default")))
 
 TIDE_ALIAS(malloc, tide_malloc);
@@ -854,3 +861,5 @@ TIDE_ALIAS(_ZdaPvSt11align_val_tRKSt9nothrow_t, tide_free);
 TIDE_ALIAS(_ZdlPvm, tide_free_sized);
 TIDE_ALIAS(_ZdaPvm, tide_free_sized);
 TIDE_ALIAS(_ZdaPvmSt11align_val_t, _ZdlPvmSt11align_val_t);
+
+#endif /* !TIDE_TSAN */

@@ -85,8 +85,8 @@ static int range_create(uintptr_t hint, size_t heap)
     r->pm_lo = lo;
     r->base = lo + pm;
     range_set_end(r, r->base + heap);
-    region.heap_mapped += heap;
-    region.pm_mapped += pm;
+    ATOMIC_STORE(&region.heap_mapped, region.heap_mapped + heap);
+    ATOMIC_STORE(&region.pm_mapped, region.pm_mapped + pm);
     region_apply_thp(r);
     ATOMIC_STORE_REL(&region.nranges, n + 1);
     return 0;
@@ -125,14 +125,14 @@ static int range_extend(range_t *r, size_t len)
         if (err)
             return err;
         os_name(want, r->pm_lo - want, REGION_NAME); /* now it merges into the range's VMA */
-        region.pm_mapped += r->pm_lo - want;
+        ATOMIC_STORE(&region.pm_mapped, region.pm_mapped + (r->pm_lo - want));
         r->pm_lo = want;
     }
     int err = os_map_at(r->end, len);
     if (err)
         return err;
     os_name(r->end, len, REGION_NAME);
-    region.heap_mapped += len;
+    ATOMIC_STORE(&region.heap_mapped, region.heap_mapped + len);
     range_set_end(r, new_end);
     region_apply_thp(r);
     return 0;
@@ -233,7 +233,7 @@ int region_shrink(unsigned i, uintptr_t new_end)
     int err = os_unmap(new_end, end - new_end);
     if (err)
         return err;
-    region.heap_mapped -= end - new_end;
+    ATOMIC_STORE(&region.heap_mapped, region.heap_mapped - (end - new_end));
     range_set_end(r, new_end);
     region.trimmed = true;
     return 0;

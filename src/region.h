@@ -39,8 +39,8 @@ typedef struct range_s {
 typedef struct region_s {
     range_t ranges[REGION_MAX_RANGES];
     unsigned nranges;   /* read without the lock (atomic) */
-    size_t heap_mapped; /* bytes of heap pages mapped, all ranges */
-    size_t pm_mapped;   /* bytes of page map mapped, all ranges */
+    size_t heap_mapped; /* bytes of heap pages mapped, all ranges; read without the lock (atomic) */
+    size_t pm_mapped;   /* bytes of page map mapped, all ranges; read without the lock (atomic) */
     bool thp;           /* every range carries MADV_HUGEPAGE (thp:on) */
     int advice;         /* thp:auto's advice on every range: REGION_ADVICE_* */
     bool inherited;     /* this process is a fork child: its ranges' VMAs came from the

@@ -33,12 +33,13 @@ void stats_collect(tide_stats_t *s, bool expensive)
     meta_stats_t ms;
     meta_stats(&ms);
     /* The heap's pages, its page map, and the metadata range. */
-    s->mapped = region.heap_mapped + region.pm_mapped + ms.mapped;
+    size_t heap_mapped = ATOMIC_LOAD(&region.heap_mapped), pm_mapped = ATOMIC_LOAD(&region.pm_mapped);
+    s->mapped = heap_mapped + pm_mapped + ms.mapped;
     s->active = ph.active;
     s->dirty = ph.dirty;
     s->lazy = ph.lazy;
     s->clean = ph.clean;
-    s->metadata = region.pm_mapped + ms.mapped + ph.reserved;
+    s->metadata = pm_mapped + ms.mapped + ph.reserved;
     /* Guard pages are active (blocks hold them) but never handed out. */
     s->allocated = ar.allocated + (ph.active - ph.slab_bytes - ph.large_guards);
     s->guard_bytes = ph.guards;

@@ -25,6 +25,8 @@
 #define TRANSFER_CLASS_MAX_BYTES (1024 * KiB)
 #define TRANSFER_ARENA_MAX_BYTES (2048 * KiB)
 
+/* n and pops change under the lock, and are peeked at without it (transfer_pop, drain):
+ * their stores are relaxed atomics, so that the peeks are no data races. */
 typedef struct transfer_s {
     lock_t lock;
     unsigned n; /* lists held */
@@ -91,7 +93,7 @@ bool transfer_push(unsigned arena, unsigned cls, void *head, unsigned n)
         if (ATOMIC_ADD(budget, bytes) + bytes <= TRANSFER_ARENA_MAX_BYTES) {
             t->head[t->n] = head;
             t->count[t->n] = (uint16_t)n;
-            t->n++;
+            ATOMIC_STORE(&t->n, t->n + 1);
             t->bytes += bytes;
             ok = true;
         } else {
@@ -108,7 +110,7 @@ static unsigned take_list(transfer_t *t, unsigned arena, unsigned cls, void **he
 {
     if (!t->n)
         return 0;
-    t->n--;
+    ATOMIC_STORE(&t->n, t->n - 1);
     *head = t->head[t->n];
     unsigned n = t->count[t->n];
     TIDE_ASSERT(n > 0 && t->bytes >= (size_t)n * sc_size[cls]);
@@ -124,7 +126,8 @@ unsigned transfer_pop(unsigned arena, unsigned cls, void **head)
         return 0;
     lock_acquire(&t->lock);
     unsigned n = take_list(t, arena, cls, head);
-    t->pops += n != 0;
+    if (n)
+        ATOMIC_STORE(&t->pops, t->pops + 1);
     lock_release(&t->lock);
     return n;
 }
@@ -145,7 +148,7 @@ static void drain(bool idle_only)
                 continue;
             lock_acquire(&t->lock);
             bool skip = idle_only && t->pops != 0;
-            t->pops = 0;
+            ATOMIC_STORE(&t->pops, 0);
             lock_release(&t->lock);
             for (void *head; !skip;) {
                 lock_acquire(&t->lock);

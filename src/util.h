@@ -7,6 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A ThreadSanitizer build (configure --enable-tsan): gcc says __SANITIZE_THREAD__, clang
+ * __has_feature(thread_sanitizer). */
+#if defined(__SANITIZE_THREAD__)
+#define TIDE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TIDE_TSAN 1
+#endif
+#endif
+
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define TIDE_EXPORT __attribute__((visibility("default")))

@@ -80,3 +80,4 @@ include test/fault/local.mk
 include test/bench/local.mk
 include test/fuzz/local.mk
 include test/ubsan.mk
+include test/tsan.mk

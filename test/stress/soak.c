@@ -411,7 +411,9 @@ static void do_realloc(uint64_t *r, slot_t *s, bool array)
         m = 1 + (size_t)(rnd(r) % 8);
         n = n / m ? n / m : 1;
     }
-    slot_t old = *s;
+    /* Its fields, not busy: other threads' exchanges write that while this one holds the slot. */
+    slot_t old = { .kind = s->kind, .zero = s->zero, .fas = s->fas, .p = s->p, .size = s->size,
+                   .usable = s->usable, .align = s->align };
     errno = 0;
     void *q = array ? tide_reallocarray(s->p, n, m) : tide_realloc(s->p, n);
     atomic_fetch_add(&op_count[array ? OP_REALLOCARRAY : OP_REALLOC], 1);
@@ -710,10 +712,13 @@ static void warm_up_threads(unsigned n)
  * starts, if this configuration runs one, before the baseline. */
 static void warm_up_purger(void)
 {
-    void *p = malloc(4u << 20);
+    /* The main thread's own cache, too (where tide is the process's malloc, stdio made it;
+     * in the ThreadSanitizer build, whose runtime serves malloc, the tide_ calls must). */
+    tide_free(tide_malloc(16));
+    void *p = tide_malloc(4u << 20);
     if (p) {
         memset(p, 1, 4u << 20);
-        free(p);
+        tide_free(p);
     }
 }
 
