@@ -62,7 +62,7 @@ check-tsan:
 	else \
 	  $(MAKE) $(AM_MAKEFLAGS) distdir distdir=$(TSAN_BUILDDIR)/tree >/dev/null; \
 	fi
-	@cd $(TSAN_BUILDDIR)/tree && { autoreconf -fi && ./configure --enable-tsan && \
+	@cd $(TSAN_BUILDDIR)/tree && { autoreconf -fi && ./configure --enable-tsan $(if $(WERROR_CFLAGS),--enable-werror) && \
 	  $(MAKE) src/size_class_table.h && \
 	  $(MAKE) -j2 src/libtide.la test/stress/soak$(EXEEXT) test/stress/soak_fault$(EXEEXT); } >../build.log 2>&1 || \
 	  { echo "tsan: the TSan build failed; the end of $(TSAN_BUILDDIR)/build.log:"; tail -40 ../build.log; exit 1; }
