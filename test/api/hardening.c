@@ -576,6 +576,31 @@ Test(hardening, a_double_free_after_a_free_by_an_exiting_thread_aborts, .timeout
     expect_abort(free_without_cache_then_with, NULL, "tide: malloc(): double free 0x");
 }
 
+/* The same thread's free_sized twice, after its cache is gone: the slab finds the second
+ * before the size is checked, in free_sized's name (as under tcache:off). */
+static void free_sized_twice(void *p)
+{
+    free_sized(p, 64);
+    free_sized(p, 100); /* a size of another class: the double free is what is wrong */
+}
+
+static int free_sized_twice_without_cache(void *arg)
+{
+    (void)arg;
+    void *p = malloc(64);
+    pthread_t t;
+    if (!p || pthread_key_create(&late_key, free_sized_twice) != 0 ||
+        pthread_create(&t, NULL, keep_for_exit, p) != 0 || pthread_join(t, NULL) != 0)
+        return 2;
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, free_sized_twice_by_a_thread_without_a_cache_aborts, .timeout = 60)
+{
+    expect_abort(free_sized_twice_without_cache, NULL, "tide: free_sized(): double free 0x");
+}
+
 /* ---- the same attacks through free_sized ---------------------------------------------- */
 
 /* free_sized has a fast path of its own (the size's class is the block's): it must turn
