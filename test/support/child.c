@@ -105,7 +105,7 @@ static char **child_env(const struct tt_child_spec *s, char **owned)
     if (variant && !*variant)
         variant = NULL;
     if ((variant || s->conf) &&
-        asprintf(&owned[0], "TIDE_CONF=%s%s%s", variant ? variant : "", variant && s->conf ? "," : "",
+        asprintf(&owned[0], "TIDE_CONF=%s%s%s", variant ? variant : "", variant && s->conf && *s->conf ? "," : "",
                  s->conf ? s->conf : "") > 0)
         env[k++] = owned[0];
     if (s->preload && asprintf(&owned[1], "LD_PRELOAD=%s", s->preload) > 0)
