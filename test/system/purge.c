@@ -384,6 +384,7 @@ Test(idle, no_background_thread_keeps_memory, .timeout = 120)
 }
 Test(idle, default_single_threaded_keeps_memory_while_idle, .timeout = 120)
 {
+    tt_skip_under("background:on", "it is about background:auto, the default, in a single-threaded program");
     tt_skip_under("guard:on", GUARD_QUARANTINE);
     tt_skip_under("tcache:off", NO_TCACHE_BURST);
     idle_case("purge:dontneed,decay_ms:500", 500, false, true);
@@ -427,6 +428,7 @@ Test(idle, fork_child_gives_memory_back, .timeout = 120)
  * sandboxes meet). */
 Test(background, auto_starts_no_thread_in_a_single_threaded_program, .timeout = 60)
 {
+    tt_skip_under("background:on", "it is about background:auto, the default, in a single-threaded program");
     tt_skip_under("guard:on", GUARD_QUARANTINE);
     probe_out_t o;
     probe_ok(&o, NULL, (const char *[]){ "threads", "64", NULL });
@@ -458,6 +460,7 @@ Test(background, on_starts_the_purger_at_once, .timeout = 60)
  * the machine makes them, no purge can happen before a call.) */
 Test(background, single_threaded_program_purges_at_its_next_calls, .timeout = 120)
 {
+    tt_skip_under("background:on", "it is about background:auto, the default, in a single-threaded program");
     tt_skip_under("thp:on", THP_WHOLE_UNITS);
     tt_skip_under("guard:on", GUARD_QUARANTINE);
     probe_out_t o;
