@@ -855,6 +855,7 @@ Test(slabs, kept_slabs_go_back_after_decay, .timeout = 120)
 
 Test(calloc, never_returns_stale_data_after_madv_free, .timeout = 60)
 {
+    tt_skip_under("thp:on", THP_WHOLE_UNITS);
     tt_skip_under("guard:on", GUARD_QUARANTINE);
     tide_conf_set("purge", "free");
     tide_conf_set("decay_ms", "0");
