@@ -105,6 +105,6 @@ EXTRA_DIST += bench/results/latest.md bench/results/prof-ab.md bench/results/pro
 # __pycache__ left in the source tree.
 TESTS += bench/test_targets.py
 EXTRA_DIST += bench/test_targets.py
-TEST_EXTENSIONS = .py
+TEST_EXTENSIONS += .py
 PY_LOG_COMPILER = $(PYTHON3)
 AM_PY_LOG_FLAGS = -B

@@ -185,11 +185,15 @@ static inline void realloc_check_not_freed(void *p, const block_t *b)
 
 /* free_sized's and free_aligned_sized's check before they check the size they were given:
  * free(p); free_sized(p, n) is their double free, found as free's is, without a load from
- * P (tcache_free_slow would find it too, but as free's). */
+ * P (tcache_free_slow would find it too, but as free's).  In a thread without a cache
+ * (tcache:off, or its cache gone) a small block freed before is free in its slab: found
+ * there, with the block's words read, before the size check and in their name. */
 static inline void free_check_not_last(void *p, const block_t *b, const char *func)
 {
     if (unlikely(b->cls != EXTENT_NO_CLASS && tcache_tls.state == TCACHE_ACTIVE && p == tcache_tls.head[b->cls]))
         report_double_free(func, p);
+    if (unlikely(b->cls < SC_NSMALL && !b->sampled && tcache_tls.state != TCACHE_ACTIVE))
+        tcache_check_not_freed(p, b->cls, func);
 }
 
 /* ---- allocation ---------------------------------------------------------------------- */

@@ -429,15 +429,18 @@ void *tcache_alloc_slow(unsigned cls)
 void tcache_check_not_freed(void *p, unsigned cls, const char *func)
 {
     void *mark = ((void **)p)[1];
-    if (cls < SC_NSMALL && mark == (void *)freelist_slab_mark) {
+    tcache_t *tc = &tcache_tls;
+    /* Back in its slab: its mark says so; in a thread without a cache (tcache:off, or its
+     * cache gone), where every free goes there, whatever a use after free left in it. */
+    if (cls < SC_NSMALL && (mark == (void *)freelist_slab_mark || tc->state != TCACHE_ACTIVE)) {
         const range_t *r = region_range_of((uintptr_t)p);
         if (arena_region_is_free(pm_desc(pm_read(r, (uintptr_t)p)), (uintptr_t)p))
             report_double_free(func, p);
-        return;
+        if (mark == (void *)freelist_slab_mark)
+            return;
     }
     if (mark != (void *)freelist_key)
         return;
-    tcache_t *tc = &tcache_tls;
     /* The walk is bounded by the count: a list made to loop ends too. */
     unsigned left = tc->state == TCACHE_ACTIVE ? tc->cap[cls] - tcache_room(tc, cls) : 0;
     for (void **q = tc->head[cls]; q && left; q = fl_next_checked(q, cls, func), left--)

@@ -102,8 +102,9 @@ TIDE_INLINE void tcache_push(tcache_t *tc, void **obj, size_t cls)
 void *tcache_alloc_slow(unsigned cls);
 void tcache_free_slow(void *p, unsigned cls, extent_t *ext); /* EXT: P's slab or large extent */
 /* Abort with FUNC's name when P (of class CLS) is in the calling thread's cache or a
- * transfer cache (it holds the key) or free in its slab (the slab mark): realloc's check,
- * which reads the block anyway (free() reads nothing of it). */
+ * transfer cache (it holds the key) or free in its slab (the slab mark, or any mark in a
+ * thread without a cache): realloc's check, which reads the block anyway (free() reads
+ * nothing of it), and free_sized's in a thread without a cache. */
 void tcache_check_not_freed(void *p, unsigned cls, const char *func);
 /* Empty the calling thread's cache. */
 void tcache_flush_self(void);

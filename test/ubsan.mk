@@ -24,7 +24,7 @@ UBSAN_BUILDDIR = ubsan-build
 UBSAN_SOAK_SECONDS = 30
 UBSAN_TIMEOUT = 1800
 
-check-local: reliability-check-local
+# (check-local runs it beside the configuration matrix: test/local.mk)
 .PHONY: reliability-check-local check-ubsan
 reliability-check-local:
 	@if test "$(FUZZ)" = no || test "$(rel_in_ubsan)" = yes; then \

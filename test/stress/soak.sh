@@ -18,7 +18,9 @@ bin=${SOAK_BIN:-test/stress/soak}
 # huge pages (purging whole 2 MiB units, with tide_check() running all the while once);
 # the cacheless, single-arena slow paths; and the heap profiler sampling one allocation in
 # 4 KiB (sampled blocks of every size, realloc'd, moved and freed, tide_check() running),
-# and every allocation sampled, so that any block left behind is a sampled 16 KiB one.
+# and every allocation sampled, so that any block left behind is a sampled 16 KiB one;
+# guard pages after every slab and large block (tide_check() running), and guard_sample's
+# blocks on pages of their own, one in every 64 KiB allocated, so that they are frequent.
 # Then test/stress/soak_fault (see below).
 configs="purge:none
 purge:dontneed
@@ -32,7 +34,9 @@ thp:on,purge:dontneed,decay_ms:0
 thp:on,purge:free,decay_ms:0 -C
 tcache:off,arenas:1,background:off
 prof:on,prof_sample:4k,remap_threshold:65536,remap_max:16 -C
-prof:on,prof_sample:1"
+prof:on,prof_sample:1
+guard:on -C
+guard_sample:64k"
 
 # The same soak against the fault-injection build, with the OS layer failing at random.
 fault_bin=${SOAK_FAULT_BIN:-test/stress/soak_fault}

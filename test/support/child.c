@@ -99,7 +99,14 @@ static char **child_env(const struct tt_child_spec *s, char **owned)
         if (strchr(s->env[e], '='))
             env[k++] = (char *)s->env[e];
     owned[0] = owned[1] = NULL;
-    if (s->conf && asprintf(&owned[0], "TIDE_CONF=%s", s->conf) > 0)
+    /* The test's own TIDE_CONF is the matrix's variant (support.h): the child runs under
+     * it too, with CONF's entries after it, so that the test's own settings win. */
+    const char *variant = getenv("TIDE_CONF");
+    if (variant && !*variant)
+        variant = NULL;
+    if ((variant || s->conf) &&
+        asprintf(&owned[0], "TIDE_CONF=%s%s%s", variant ? variant : "", variant && s->conf && *s->conf ? "," : "",
+                 s->conf ? s->conf : "") > 0)
         env[k++] = owned[0];
     if (s->preload && asprintf(&owned[1], "LD_PRELOAD=%s", s->preload) > 0)
         env[k++] = owned[1];

@@ -4,7 +4,8 @@
  *
  * A child runs a program (exec'd) or a function of the test (forked, nothing exec'd),
  * with the test's environment less the allocator settings it might carry (LD_PRELOAD,
- * TIDE_CONF, MALLOC_CONF) plus the ones the caller names, stdin from /dev/null, a file or
+ * MALLOC_CONF; TIDE_CONF, which is the configuration matrix's variant when set, goes
+ * first in the child's) plus the ones the caller names, stdin from /dev/null, a file or
  * given bytes, and stdout and stderr captured (or left to the test's own).  The runner
  * waits for it and returns its wait status; a hang detector kills it after a time limit
  * or after a time without output, so a deadlock fails the test with a message instead of
@@ -28,7 +29,8 @@ struct tt_child_spec {
     int (*fn)(void *arg);
     void *arg;
     /* The exec'd program's environment (a forked FN keeps the test's): */
-    const char *conf;       /* TIDE_CONF=CONF; NULL: no TIDE_CONF */
+    const char *conf;       /* TIDE_CONF=CONF, after the test's own TIDE_CONF entries if
+                             * it has any (the matrix's variant); NULL: only those */
     const char *preload;    /* LD_PRELOAD=PRELOAD; NULL: no LD_PRELOAD */
     const char *const *env; /* NULL-terminated "NAME=value" entries, each replacing the
                              * test's NAME; a bare "NAME" removes it */

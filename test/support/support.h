@@ -534,4 +534,59 @@ static inline bool tt_has_failed(void) { return atomic_load_explicit(&tt_failed,
         fflush(stderr);                                                                \
     } while (0)
 
+/* ------------------------------------------------------------------------------------
+ * The configuration matrix (docs/testing.md): `make check` runs the api, unit and system
+ * suites again with TIDE_CONF set to each variant of test/local.mk's TIDE_MATRIX, and the
+ * programs they run in children get it too (child.h).  A test whose premise a variant
+ * excludes says so first thing, with the reason:
+ *     tt_skip_under("tcache:off", "counts the objects the thread cache holds");
+ * It is then skipped (cr_skip_test), and the matrix reports it, whenever this process's
+ * TIDE_CONF sets one of the listed key:value entries (a comma-separated list, each
+ * written as tide prints it); a NULL list skips it under any TIDE_CONF at all, for a
+ * test about where settings come from.  A test that fails under a variant because tide
+ * is wrong there is a bug to fix, not a premise.
+ * ---------------------------------------------------------------------------------- */
+
+/* The entry of LIST that this process's TIDE_CONF sets (the last entry of a key wins, as
+ * in tide), copied into BUF; NULL when none.  LIST NULL: "any TIDE_CONF" when TIDE_CONF
+ * is set at all. */
+static inline const char *tt_variant_sets(const char *list, char *buf, size_t cap)
+{
+    const char *conf = getenv("TIDE_CONF");
+    if (!conf || !*conf)
+        return NULL;
+    if (!list) {
+        snprintf(buf, cap, "any TIDE_CONF");
+        return buf;
+    }
+    for (const char *l = list; *l;) {
+        size_t n = strcspn(l, ","), k = strcspn(l, ":");
+        const char *val = NULL; /* the value TIDE_CONF gives the key l[0..k) */
+        size_t vlen = 0;
+        if (k < n) {
+            for (const char *c = conf; *c;) {
+                size_t m = strcspn(c, ",");
+                if (m > k && c[k] == ':' && strncmp(c, l, k) == 0) {
+                    val = c + k + 1;
+                    vlen = m - k - 1;
+                }
+                c += m + (c[m] == ',');
+            }
+        }
+        if (val && vlen == n - k - 1 && strncmp(val, l + k + 1, vlen) == 0) {
+            snprintf(buf, cap, "%.*s", (int)n, l);
+            return buf;
+        }
+        l += n + (l[n] == ',');
+    }
+    return NULL;
+}
+
+#define tt_skip_under(list, why)                                                       \
+    do {                                                                               \
+        char tt_entry_[128];                                                           \
+        if (tt_variant_sets((list), tt_entry_, sizeof tt_entry_))                      \
+            cr_skip_test("under %s: %s", tt_entry_, (why));                            \
+    } while (0)
+
 #endif /* TIDE_TEST_SUPPORT_H */

@@ -24,6 +24,9 @@
 #include "tide.h"
 
 #define PROBE(name) PROBE_DIR "/" name
+/* The configuration matrix's variant (test/support/support.h) is one more TIDE_CONF
+ * before each probe's own: a test of where settings come from and in which order sees it. */
+#define SOURCES_PREMISE "it checks where settings come from; the variant's TIDE_CONF would be one more source"
 
 /* Runs PATH KEY... with TIDE_CONF=CONF (NULL: none) and LD_PRELOAD=PRELOAD (NULL: none);
  * it must exit 0. */
@@ -60,6 +63,7 @@ static void expect3(const char *path, const char *conf, const char *preload, con
 
 Test(conf, program_default_with_ltide)
 {
+    tt_skip_under(NULL, SOURCES_PREMISE);
     expect3(PROBE("conf_probe"), NULL, NULL, COMPILED);
     /* TIDE_CONF comes after it, key by key */
     expect3(PROBE("conf_probe"), "decay_ms:9", NULL, "purge=none\ndecay_ms=9\nremap_max=7\n");
@@ -68,12 +72,14 @@ Test(conf, program_default_with_ltide)
 
 Test(conf, program_default_with_libtide_a)
 {
+    tt_skip_under(NULL, SOURCES_PREMISE);
     expect3(PROBE("conf_probe_static"), NULL, NULL, COMPILED);
     expect3(PROBE("conf_probe_static"), "remap_max:3", NULL, "purge=none\ndecay_ms=5\nremap_max=3\n");
 }
 
 Test(conf, program_default_under_ld_preload_needs_rdynamic)
 {
+    tt_skip_under(NULL, SOURCES_PREMISE);
     /* -rdynamic: the program exports it, the loader binds libtide.so's weak reference */
     expect3(PROBE("conf_probe_preload"), NULL, TIDE_SO, COMPILED);
     expect3(PROBE("conf_probe_preload"), "decay_ms:9", TIDE_SO, "purge=none\ndecay_ms=9\nremap_max=7\n");
@@ -84,6 +90,7 @@ Test(conf, program_default_under_ld_preload_needs_rdynamic)
 
 Test(conf, program_default_is_checked_as_tide_conf_is)
 {
+    tt_skip_under(NULL, SOURCES_PREMISE);
     /* the warnings name the source */
     struct tt_child c;
     run(&c, PROBE("conf_probe"), "decay_ms:bad", NULL, keys3);
@@ -153,6 +160,7 @@ static void copy_file(const char *from, const char *to)
 /* One test for everything that writes the file: the tests of a suite run in parallel. */
 Test(conf, system_file, .timeout = 60, .fini = file_cleanup)
 {
+    tt_skip_under(NULL, SOURCES_PREMISE);
     const char *probe = PROBE("conf_probe_file");
     unlink(CONF_FILE);
     /* no file: nothing said */
@@ -268,6 +276,7 @@ Test(conf, a_bad_value_keeps_the_value_before_and_says_which)
 
 Test(conf, words_in_any_case_and_yes_no)
 {
+    tt_skip_under(NULL, SOURCES_PREMISE);
     expect_conf("purge:FREE,thp:yes,background:ON,stats:No,remap:False,tcache:TRUE",
                 (const char *[]){ "purge", "thp", "background", "stats", "remap", "tcache", NULL },
                 "purge=free\nthp=on\nbackground=on\nstats=off\nremap=off\ntcache=on\n", 0, NULL);
@@ -335,6 +344,7 @@ Test(mallopt, ignored_parameters_return_0)
 
 Test(mallopt, arena_max_puts_new_threads_on_the_first_arenas, .timeout = 30)
 {
+    tt_skip_under("arenas:1", "it compares two threads on two arenas with M_ARENA_MAX 1; arenas:1 has one arena");
     struct tt_child c;
     /* without it, the two threads take two arenas, each cutting a slab */
     run(&c, PROBE("conf_probe_plain"), "tcache:off", NULL, (const char *[]){ "slabs", "0", NULL });

@@ -286,6 +286,11 @@ __attribute__((constructor)) static void scenario_entry(void)
 
 static void in_child(long headroom)
 {
+    /* (the configuration matrix, test/support/support.h) */
+    tt_skip_under("guard:on", "counts blocks laid side by side and reallocs that move pages; under guard:on "
+                              "blocks end at guard pages and are copied, not moved");
+    tt_skip_under("thp:on", "counts blocks laid side by side; under thp:on a block of 2 MiB or more is "
+                            "whole huge pages");
     char h[64];
     snprintf(h, sizeof h, "MAPCOUNT_SCENARIO=%ld", headroom);
     const char *argv[] = {"mapcount", NULL}, *env[] = {h, NULL};

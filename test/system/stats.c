@@ -156,6 +156,7 @@ Test(stats, per_class_counts_follow_a_known_sequence_without_thread_caches, .tim
 
 Test(stats, per_class_counts_follow_a_known_sequence_through_thread_caches, .timeout = 60)
 {
+    tt_skip_under("tcache:off", "it counts what goes through the thread caches, which tcache:off turns off");
     struct tt_child c;
     run_ok(&c, NULL, (const char *[]){ STATS_PROBE, "classes", "1000", "200", NULL });
     python_ok("tcache:on", classes_check, c.out, (const char *[]){ "1000", "200", "batched", NULL });

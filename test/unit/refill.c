@@ -91,6 +91,8 @@ static void allowed_cpus(int *first, int *last)
 
 Test(refill, threads_taking_turns_on_a_cpu_refill_from_its_arena, .timeout = 120)
 {
+    tt_skip_under("arenas:1", "it needs an arena for each CPU");
+    tt_skip_under("tcache:off", "it watches thread caches refill; tcache:off has none");
     int first, last;
     allowed_cpus(&first, &last);
     free(malloc(1)); /* tide is up */
@@ -99,6 +101,8 @@ Test(refill, threads_taking_turns_on_a_cpu_refill_from_its_arena, .timeout = 120
 
 Test(refill, on_another_cpu_from_that_cpus_arena, .timeout = 120)
 {
+    tt_skip_under("arenas:1", "it needs an arena for each CPU");
+    tt_skip_under("tcache:off", "it watches thread caches refill; tcache:off has none");
     int first, last;
     allowed_cpus(&first, &last);
     if (first == last)

@@ -132,6 +132,7 @@ static void *grows_to_its_limit(void *arg)
 
 Test(tcache, a_class_used_in_bursts_grows_past_128_KiB_to_512_KiB, .timeout = 120)
 {
+    tt_skip_under("tcache:off", "it measures the thread caches, which tcache:off turns off");
     tt_assert_child_ok(in_a_thread, (void *)grows_to_its_limit, 60);
 }
 
@@ -169,6 +170,7 @@ static void *stays_in_budget(void *arg)
 
 Test(tcache, every_class_in_bursts_keeps_the_capacities_within_the_budget, .timeout = 120)
 {
+    tt_skip_under("tcache:off", "it measures the thread caches, which tcache:off turns off");
     tt_assert_child_ok(in_a_thread, (void *)stays_in_budget, 60);
 }
 
@@ -213,5 +215,6 @@ static void *unused_capacity_goes_first(void *arg)
 
 Test(tcache, capacity_that_holds_nothing_is_taken_before_any_cached_object_moves, .timeout = 120)
 {
+    tt_skip_under("tcache:off", "it measures the thread caches, which tcache:off turns off");
     tt_assert_child_ok(in_a_thread, (void *)unused_capacity_goes_first, 60);
 }
