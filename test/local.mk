@@ -86,12 +86,7 @@ EXTRA_DIST += test/support/no-criterion.sh
 #   make check-matrix                           the matrix alone
 #   make check-matrix CONF=tcache:off           one variant ('a:x,b:y' combines settings)
 #   make check-matrix CONF=tcache:off TESTS=test/api/api
-# prof:on is not in the list yet: under it, double frees of large blocks with new slabs
-# between go unseen and a block is handed out twice (test/api/misuse's
-# double_free_large_with_new_slabs_between and double_free_large_merged_with_new_slabs_between,
-# test/api/hardening's a_stale_free_of_a_purged_large_block_now_a_slab_aborts); put it back
-# once they are fixed.  `make check-matrix CONF=prof:on` runs it.
-TIDE_MATRIX = guard:on tcache:off purge:free thp:on arenas:1 background:on
+TIDE_MATRIX = guard:on tcache:off prof:on purge:free thp:on arenas:1 background:on
 MATRIX = yes
 MATRIX_JOBS = 2
 CONF = $(TIDE_MATRIX)

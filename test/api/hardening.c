@@ -819,6 +819,11 @@ static int stale_large_pointer(void *arg)
 Test(hardening, a_stale_free_of_a_purged_large_block_now_a_slab_aborts, .timeout = 60)
 {
     SKIP_UNDER_GUARD();
+    /* The case is a slab on the block's pages.  prof:on turns sampled small blocks into
+     * large blocks of their own, and one of them may start at the stale address: the stale
+     * free then frees it, the limit docs/security.md states for a large block made where
+     * a freed one started. */
+    tt_skip_under("prof:on", "sampled small blocks become large blocks, which may start at the stale address");
     static const size_t sizes[] = { 64, 1024, 4096 };
     for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         struct tt_child_spec spec = { .fn = stale_large_pointer, .arg = (void *)(uintptr_t)sizes[i], .timeout_s = 60 };
