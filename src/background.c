@@ -2,8 +2,9 @@
 /* background.c - when the purge engine runs: at frees, at large allocations of a process
  * with no purger thread, and in the purger thread that gives an idle process's memory back.
  *
- * The thread starts lazily, at a free that leaves dirty pages, and only once the program
- * has a second thread of its own under background:auto (the default; see bg_wanted); it
+ * The thread starts lazily, at an allocation (a thread cache's refill, a large malloc),
+ * and only once the program has a second thread of its own under background:auto (the
+ * default; see bg_wanted); never inside a free (background_start says why); it
  * sleeps until the oldest dirty run is due, gives back the empty slabs the bins kept
  * unused for decay_ms, purges, then drains the transfer caches nobody took from. */
 #include "background.h"
@@ -111,8 +112,8 @@ static void bg_start(void)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    /* This runs inside a free(), which must leave errno alone: a failed stack mmap in
-     * pthread_create sets it. */
+    /* This runs inside a malloc, which must leave errno alone when it succeeds: a failed
+     * stack mmap in pthread_create sets it. */
     int saved_errno = errno;
     pthread_t t;
     pthread_attr_t attr;
@@ -161,6 +162,21 @@ static bool bg_wanted(void)
     return mode == BACKGROUND_ON || (mode == BACKGROUND_AUTO && !__libc_single_threaded);
 }
 
+/* Only an allocation starts the thread, never a free: glibc calls free() with its own
+ * stack-cache lock held (__nptl_free_stacks frees a cached stack's TLS under it), and
+ * pthread_create takes that lock, so a free that started the thread there waited for
+ * itself for ever (test/system/prof under guard:on).  glibc allocates under no lock that
+ * pthread_create takes, other than the loader's recursive ones. */
+void background_start(void)
+{
+    if (ATOMIC_LOAD(&bg_state) || !bg_wanted())
+        return;
+    long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
+    if (policy == PURGE_NONE || decay <= 0)
+        return;
+    bg_start();
+}
+
 void background_after_free(void)
 {
     long policy = ATOMIC_LOAD(&conf.purge), decay = ATOMIC_LOAD(&conf.decay_ms);
@@ -173,14 +189,9 @@ void background_after_free(void)
         purge_pass(now, policy, false, false);
         return;
     }
-    bool thread = false;
-    if (bg_wanted()) {
-        if (!ATOMIC_LOAD(&bg_state))
-            bg_start();
-        else
-            bg_wake();
-        thread = ATOMIC_LOAD(&bg_state) != 0;
-    }
+    bool thread = ATOMIC_LOAD(&bg_state) != 0;
+    if (thread)
+        bg_wake();
     uint64_t due = purge_next_due();
     if (due == 0) {
         /* Nothing was dirty: the run just freed is due one decay from now. */
@@ -223,7 +234,7 @@ void background_locks(lock_op_t op)
 
 void background_postfork_child(void)
 {
-    /* The purger thread did not survive the fork: the next free starts another. */
+    /* The purger thread did not survive the fork: the next allocation starts another. */
     ATOMIC_STORE(&bg_state, 0);
     ATOMIC_STORE(&bg_asleep, 0);
 }

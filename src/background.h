@@ -2,8 +2,8 @@
 /* background.h - when the purge engine runs: at the frees that make pages dirty, at large
  * mallocs and frees when no purger thread runs, and in the purger thread.
  *
- * background:on starts the thread at the first free that leaves dirty pages, auto (the
- * default) only once the program has a second thread of its own, off never.  Without
+ * background:on starts the thread at the first allocation, auto (the default) at the first
+ * once the program has a second thread of its own, off never; never inside a free.  Without
  * the thread a process gives decayed pages back at its own next calls, not while idle. */
 #ifndef TIDE_BACKGROUND_H
 #define TIDE_BACKGROUND_H
@@ -13,8 +13,11 @@
 #include "lock.h"
 
 void background_init(void);
-/* A free has just made pages dirty (no lock held): purge at once under decay_ms 0, start
- * or wake the purger thread, purge what has come due. */
+/* An allocation's slow path (no lock held): start the purger thread if it is wanted and
+ * not running. */
+void background_start(void);
+/* A free has just made pages dirty (no lock held): purge at once under decay_ms 0, wake
+ * the purger thread, or purge what has come due. */
 void background_after_free(void);
 /* A large block was allocated or freed (no lock held): when no purger thread runs, do
  * what it would have done by now (drain idle transfer caches, purge what has decayed),

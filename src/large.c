@@ -187,6 +187,7 @@ void *large_alloc(size_t size, size_t align, bool zero)
     if (unlikely(guard_sampling()))
         guard_sample_charge(size);
     extent_t *e = extent_alloc_large(pages_of(size), align, tcache_large_hint());
+    background_start();
     background_tick();
     if (!e)
         return NULL;

@@ -87,6 +87,7 @@ static unsigned refill_arena(const tcache_t *tc)
 
 static void *alloc_direct(unsigned cls)
 {
+    background_start();
     if (unlikely(guard_sampling()))
         guard_sample_charge(sc_size[cls]);
     if (cls < SC_NSMALL) {
@@ -361,6 +362,7 @@ static TIDE_NOINLINE void *alloc_dry(unsigned cls)
     unsigned want = MAX(sc_tcache_init[cls] / 2u, 1u);
     if (unlikely(guard_sampling())) /* stop where this thread's sampling interval ends */
         want = guard_sample_batch(sc_size[cls], want);
+    background_start();
     unsigned ai = refill_arena(tc);
     unsigned got = transfer_pop(ai, cls, &head);
     if (got)

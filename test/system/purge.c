@@ -441,8 +441,22 @@ Test(background, auto_starts_no_thread_in_a_single_threaded_program, .timeout = 
     cr_expect_eq(field(&o, "threads"), 1);
 }
 
-/* background:on keeps the old behaviour: the purger starts at the first free that leaves
- * dirty pages, and the process is then multithreaded. */
+/* The purger thread starts at an allocation, never inside a free: glibc calls free() with
+ * its stack-cache lock held (__nptl_free_stacks frees a cached stack's TLS), and
+ * pthread_create takes that lock: a free that started the thread there deadlocked. */
+Test(background, the_purger_starts_at_an_allocation_not_in_a_free, .timeout = 60)
+{
+    tt_skip_under("background:off", "it is about starting the purger thread");
+    tt_skip_under("purge:none", "no purger without purging");
+    probe_out_t o;
+    probe_ok(&o, "background:auto", (const char *[]){ "free-starts", NULL });
+    cr_expect_eq(field(&o, "before"), 1, "the probe's own thread is still there");
+    cr_expect_eq(field(&o, "after_free"), 1, "a free started the purger thread");
+    cr_expect_eq(field(&o, "after_malloc"), 2, "the malloc after the free did not start the purger thread");
+}
+
+/* background:on starts the purger at once (at the first allocation), and the process is
+ * then multithreaded. */
 Test(background, on_starts_the_purger_at_once, .timeout = 60)
 {
     tt_skip_under("guard:on", GUARD_QUARANTINE);

@@ -477,6 +477,40 @@ static int cmd_decay0_asleep(void)
     return 0;
 }
 
+/* free-starts: whether a free starts the purger thread.  The program becomes
+ * multithreaded (a thread that makes no allocator call, created and joined) after its
+ * allocations, with the classes pthread_create allocates from already in the cache, so
+ * that the first call that may start the purger is the free of a large block; then one
+ * malloc.  Reports the process's threads before the free, after it and after the malloc. */
+static void *nothing(void *arg) { return arg; }
+
+static int cmd_free_starts(void)
+{
+    char *big = malloc(8 * MiB);
+    if (!big)
+        return 3;
+    touch(big, 8 * MiB);
+    void *warm[64];
+    for (int i = 0; i < 64; i++)
+        warm[i] = malloc(16 * (size_t)(i + 1));
+    for (int i = 0; i < 64; i++)
+        free(warm[i]);
+    pthread_t t;
+    if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 4;
+    long before = threads_now();
+    free(big);
+    long after_free = threads_now();
+    char *again = malloc(8 * MiB);
+    if (!again)
+        return 3;
+    long after_malloc = threads_now();
+    touch(again, 4096); /* used, so that the compiler keeps the pair */
+    printf("before=%ld\nafter_free=%ld\nafter_malloc=%ld\n", before, after_free, after_malloc);
+    free(again);
+    return 0;
+}
+
 /* --thread: a second thread that makes no allocator call, started before anything else,
  * so that the probe is a multithreaded program (tide's default background:auto starts its
  * purger thread only in one). */
@@ -528,7 +562,9 @@ int main(int argc, char **argv)
         return cmd_decay0_asleep();
     if (argc >= 2 && strcmp(argv[1], "noop") == 0)
         return 0;
+    if (argc >= 2 && strcmp(argv[1], "free-starts") == 0)
+        return cmd_free_starts();
     fprintf(stderr, "usage: probe [--thread] drop MB | idle|idle-child|idle-reused LIVE_MB BURST_MB MAX_MS | conf KEY | decay0-asleep | "
-                    "threads MB | idle-next LIVE_MB BURST_MB WAIT_MS | swing DECAY_MS | noop\n");
+                    "threads MB | idle-next LIVE_MB BURST_MB WAIT_MS | swing DECAY_MS | noop | free-starts\n");
     return 2;
 }
