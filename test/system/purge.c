@@ -450,8 +450,11 @@ Test(background, the_purger_starts_at_an_allocation_not_in_a_free, .timeout = 60
     tt_skip_under("purge:none", "no purger without purging");
     probe_out_t o;
     probe_ok(&o, "background:auto", (const char *[]){ "free-starts", NULL });
-    cr_expect_eq(field(&o, "before"), 1, "the probe's own thread is still there");
-    cr_expect_eq(field(&o, "after_free"), 1, "a free started the purger thread");
+    /* (Without a thread cache, pthread_create's own allocation may have started it
+     * already: then the free must leave it as it was.) */
+    long before = field(&o, "before");
+    cr_expect(before == 1 || before == 2, "%ld threads before the free", before);
+    cr_expect_eq(field(&o, "after_free"), before, "a free started the purger thread");
     cr_expect_eq(field(&o, "after_malloc"), 2, "the malloc after the free did not start the purger thread");
 }
 
