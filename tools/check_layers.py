@@ -51,6 +51,10 @@ class Unusable(Exception):
     pass
 
 
+# What only debug builds call (the internal assertions' report).
+DEBUG_ONLY = {'report_internal'}
+
+
 def parse_table(doc):
     """([[name, ...], ...], [uses, ...]): the files of each row of the layer table, bottom row
     first, and each row's uses column: a list of the names in it, or None for "all above"."""
@@ -277,7 +281,9 @@ def main():
     for src in sorted(undefined_in):
         for s in sorted(undefined_in[src]):
             for target in sorted(defined_by.get(s, ())):
-                if target != src:
+                # TIDE_ASSERT calls report_internal in debug and UBSan builds only: the
+                # uses column describes the release build, whose files may not call it.
+                if target != src and s not in DEBUG_ONLY:
                     use(src, target, 'src/%s uses %s of src/%s' % (src, s, target))
                 if target != src and up(src, target):
                     problems.append('%s uses %s of %s' % (where(src), s, where(target)))
