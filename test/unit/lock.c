@@ -53,6 +53,13 @@ static lock_t *bin_lock(unsigned arena, unsigned cls) { return &arenas[arena]->b
 
 /* ---- the wrong order dies ------------------------------------------------------------ */
 
+/* The line of a bin lock taken while the page heap's is held. */
+static void bin_inside_pageheap_line(char *want, size_t cap)
+{
+    snprintf(want, cap, "tide: lock order: taking bin lock 0 at %p (rank %d) while holding pageheap.lock (rank %d)\n",
+             (void *)bin_lock(0, 3), LOCK_RANK_BIN, LOCK_RANK_PAGEHEAP);
+}
+
 static int bin_inside_pageheap(void *arg)
 {
     (void)arg;
@@ -64,9 +71,7 @@ static int bin_inside_pageheap(void *arg)
 Test(lock_order, a_bin_lock_taken_inside_the_page_heaps_dies_naming_both)
 {
     char want[256];
-    snprintf(want, sizeof want,
-             "tide: lock order: taking bin lock 0 at %p (rank %d) while holding pageheap.lock (rank %d)\n",
-             (void *)bin_lock(0, 3), LOCK_RANK_BIN, LOCK_RANK_PAGEHEAP);
+    bin_inside_pageheap_line(want, sizeof want);
     expect_abort(bin_inside_pageheap, NULL, want);
 }
 
@@ -82,9 +87,7 @@ static int try_bin_inside_pageheap(void *arg)
 Test(lock_order, a_try_lock_in_the_wrong_order_dies_too)
 {
     char want[256];
-    snprintf(want, sizeof want,
-             "tide: lock order: taking bin lock 0 at %p (rank %d) while holding pageheap.lock (rank %d)\n",
-             (void *)bin_lock(0, 3), LOCK_RANK_BIN, LOCK_RANK_PAGEHEAP);
+    bin_inside_pageheap_line(want, sizeof want);
     expect_abort(try_bin_inside_pageheap, NULL, want);
 }
 

@@ -328,39 +328,35 @@ static int drain_after_empty_case(void *unused)
 
 /* ---- the tests ---------------------------------------------------------------------------- */
 
+/* Every case hands lists between two arenas. */
 static void in_child(int (*fn)(void *))
 {
+    tt_skip_under("arenas:1", "it needs two arenas");
     free(malloc(1)); /* tide is up */
     tt_assert_child_ok(fn, NULL, 120);
 }
 
 Test(transfer, lists_come_back_newest_first, .timeout = 180)
 {
-    tt_skip_under("arenas:1", "it needs two arenas");
     in_child(lifo_case);
 }
 Test(transfer, a_class_holds_at_most_32_lists, .timeout = 180)
 {
-    tt_skip_under("arenas:1", "it needs two arenas");
     in_child(slots_case);
 }
 Test(transfer, a_class_holds_at_most_1_mib, .timeout = 180)
 {
-    tt_skip_under("arenas:1", "it needs two arenas");
     in_child(class_bytes_case);
 }
 Test(transfer, an_arena_holds_at_most_2_mib, .timeout = 180)
 {
-    tt_skip_under("arenas:1", "it needs two arenas");
     in_child(arena_bytes_case);
 }
 Test(transfer, draining_idle_skips_the_classes_taken_from, .timeout = 180)
 {
-    tt_skip_under("arenas:1", "it needs two arenas");
     in_child(drain_case);
 }
 Test(transfer, a_take_counts_once_also_in_an_emptied_class, .timeout = 180)
 {
-    tt_skip_under("arenas:1", "it needs two arenas");
     in_child(drain_after_empty_case);
 }
