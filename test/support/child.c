@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -171,6 +172,11 @@ static void __attribute__((noreturn)) child_main(const struct tt_child_spec *s, 
         _exit(126);
     if (!s->path)
         _exit(s->fn(s->arg));
+    if (s->fixed_layout) {
+        int persona = personality(0xffffffff);
+        if (persona != -1)
+            personality((unsigned long)persona | ADDR_NO_RANDOMIZE);
+    }
     const char *argv0[] = { s->path, NULL };
     char *const *argv = (char *const *)(s->argv ? s->argv : argv0);
     if (strchr(s->path, '/'))

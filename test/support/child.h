@@ -38,6 +38,9 @@ struct tt_child_spec {
     const char *stdin_path; /* stdin from this file; NULL: /dev/null (or INPUT) */
     const char *input;      /* stdin holds these bytes (NUL-terminated) */
     bool keep_output;       /* stdout and stderr stay the test's: nothing is captured */
+    bool fixed_layout;      /* exec'd without address-space randomisation, so that every
+                             * run maps its libraries at the same addresses (ignored where
+                             * the kernel refuses personality(ADDR_NO_RANDOMIZE)) */
     /* Hang detectors, in seconds (0: none): the child is killed with SIGKILL after
      * TIMEOUT_S in all, or after SILENCE_S without a byte on stdout or stderr (needs
      * captured output). */
