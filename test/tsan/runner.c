@@ -123,7 +123,7 @@ static int run(const struct tt_cr_test *t, double scale)
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
         }
-        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+        nanosleep(&(struct timespec){ 0, 20 * 1000 * 1000 }, NULL);
     }
     kill(-pid, SIGKILL); /* whatever the test left behind in its group */
     double secs = now() - t0;
@@ -184,8 +184,8 @@ int main(int argc, char **argv)
     }
     if (list)
         return 0;
-    printf("Synthesis: Tested: %d | Passing: %d | Failing: %d | Skipped: %d\n", ran, ran - failed - skipped, failed,
-           skipped);
+    printf("Synthesis: Tested: %d | Passing: %d | Failing: %d | Skipped: %d\n", ran, ran - failed - skipped,
+           failed, skipped);
     if (ran == 0)
         fprintf(stderr, "%s: no test matches '%s'\n", argv[0], filter);
     return ran == 0 || failed ? 1 : 0;

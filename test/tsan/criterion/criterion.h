@@ -37,22 +37,23 @@ void tt_cr_fail(bool fatal, const char *file, int line, const char *expr, const 
 void tt_cr_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void tt_cr_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define Test(suite, name, ...)                                                         \
-    static void tt_cr_fn_##suite##_##name(void);                                       \
-    static struct tt_cr_test tt_cr_test_##suite##_##name = {                           \
-        #suite, #name, tt_cr_fn_##suite##_##name, {__VA_ARGS__}, 0};                   \
-    __attribute__((constructor)) static void tt_cr_reg_##suite##_##name(void)          \
-    {                                                                                  \
-        tt_cr_register(&tt_cr_test_##suite##_##name);                                  \
-    }                                                                                  \
+#define Test(suite, name, ...)                                                                               \
+    static void tt_cr_fn_##suite##_##name(void);                                                             \
+    static struct tt_cr_test tt_cr_test_##suite##_##name = {                                                 \
+        #suite, #name, tt_cr_fn_##suite##_##name, { __VA_ARGS__ }, 0                                         \
+    };                                                                                                       \
+    __attribute__((constructor)) static void tt_cr_reg_##suite##_##name(void)                                \
+    {                                                                                                        \
+        tt_cr_register(&tt_cr_test_##suite##_##name);                                                        \
+    }                                                                                                        \
     static void tt_cr_fn_##suite##_##name(void)
 
 /* The message, when given, is a string literal and its arguments (as the suites write
  * it); the leading " " keeps an absent one from being an empty format. */
-#define tt_cr_check_(fatal, cond, expr, ...)                                           \
-    do {                                                                               \
-        if (!(cond))                                                                   \
-            tt_cr_fail((fatal), __FILE__, __LINE__, (expr), " " __VA_ARGS__);          \
+#define tt_cr_check_(fatal, cond, expr, ...)                                                                 \
+    do {                                                                                                     \
+        if (!(cond))                                                                                         \
+            tt_cr_fail((fatal), __FILE__, __LINE__, (expr), " " __VA_ARGS__);                                \
     } while (0)
 
 #define cr_assert(cond, ...) tt_cr_check_(true, cond, #cond, __VA_ARGS__)
