@@ -227,7 +227,11 @@ void background_locks(lock_op_t op)
     } else if (op == LOCK_OP_RELEASE) {
         bg_unlock();
     } else {
-        pthread_mutex_init(&bg_mutex, NULL);
+        /* The child: the prepare handler's lock is given back by the thread that took it
+         * (the child's one thread), not initialised again: initialising a locked mutex is
+         * undefined (POSIX), and ThreadSanitizer saw the next bg_lock as a double lock.
+         * The condition variable is made anew: the parent's waiter is not in the child. */
+        pthread_mutex_unlock(&bg_mutex);
         background_init();
     }
 }

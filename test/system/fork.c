@@ -170,11 +170,13 @@ static void child_allocates(const char *who)
         free(many[i]);
 }
 
+#ifndef TIDE_TEST_TSAN
 static void *child_thread(void *arg)
 {
     child_allocates("thread in the child");
     return arg;
 }
+#endif
 
 struct parent_block {
     unsigned char *p;
@@ -193,12 +195,18 @@ static void child_main(struct parent_block *pb, int npb, int iteration)
         free(pb[i].p);
     }
     child_allocates("child");
+#ifndef TIDE_TEST_TSAN
+    /* (Not in the ThreadSanitizer build, test/tsan.mk: TSan cannot follow a thread started
+     * after a multithreaded fork.  The new thread reuses the stack of one of the parent's
+     * threads, which TSan still counts as running, and its runtime dies: "dup thread with
+     * used id".) */
     if (iteration % 4 == 0) {
         pthread_t t;
         if (pthread_create(&t, NULL, child_thread, NULL))
             child_fail(7, "child: pthread_create failed");
         pthread_join(t, NULL);
     }
+#endif
     if (iteration % 10 == 0) {
         pid_t g = fork();
         if (g == 0) {
@@ -277,7 +285,12 @@ Test(fork, while_three_threads_allocate, .timeout = 300)
     long ops_during = atomic_load(&hammer_ops) - ops_at_first_fork;
     stop_hammers(t, 3);
     cr_assert(!tt_has_failed(), "%s", tt_failure);
-    tt_report("fork: 200 forks (children allocating up to 8 MiB, every 4th starting a thread, every 10th forking "
+#ifndef TIDE_TEST_TSAN
+#define FORK_CHILD_THREADS "every 4th starting a thread, "
+#else
+#define FORK_CHILD_THREADS ""
+#endif
+    tt_report("fork: 200 forks (children allocating up to 8 MiB, " FORK_CHILD_THREADS "every 10th forking "
               "again) while 3 threads did %ld operations",
               ops_during);
     cr_assert_gt(ops_during, 0, "the hammering threads made no progress during the forks");
