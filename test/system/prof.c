@@ -346,7 +346,9 @@ Test(prof, samples_of_a_page_or_more_stay_in_their_slab, .timeout = 120)
     }
     static const struct {
         const char *how, *err;
-    } misuse[] = { { "double", "tide: free(): double free 0x" }, { "interior", "tide: free(): invalid pointer 0x" } };
+    } misuse[] = { { "double", "tide: free(): double free 0x" },
+                   { "interior", "tide: free(): invalid pointer 0x" },
+                   { "cleared", "tide: malloc(): double free 0x" } };
     for (size_t i = 0; i < ARRAY_SIZE_TT(misuse); i++) {
         struct tt_child r = run((const char *[]){ PROF_PROBE, "inslab", misuse[i].how, NULL }, "prof:on,prof_sample:1",
                                 NULL);
