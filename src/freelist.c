@@ -43,8 +43,26 @@ void *freelist_block_of(const void *next, unsigned cls)
 
 bool freelist_valid(const void *next, unsigned cls) { return freelist_block_of(next, cls) != NULL; }
 
+/* Whether NEXT starts a region of a slab of CLS on a page the heap profiler marked: the
+ * live sampled block there (prof.h; a region of a page or more is the only one to start on
+ * its page). */
+static bool sampled_block(const void *next, unsigned cls)
+{
+    uintptr_t a = (uintptr_t)next;
+    const range_t *r = region_range_of(a);
+    if (!r || !fl_plausible(next) || cls >= SC_NSMALL)
+        return false;
+    pm_entry_t e = pm_read(r, a);
+    return pm_is_sampled_page(e) && pm_sampled_class(e) == cls && sc_starts_region(cls, a - pm_slab_base(e, a));
+}
+
 void freelist_corrupt(const char *func, const void *obj, const void *next, unsigned cls)
 {
+    /* A list that leads to a live sample of its class holds a block freed twice (or written
+     * after its free), as one that leads to any other live block does, which its pop finds
+     * by its lost key: the same report, whether or not the profiler sampled the block. */
+    if (sampled_block(next, cls))
+        freelist_lost_key(func, next);
     char o[24], nx[24], size[24];
     const char *pieces[] = { func, "(): corrupted free list: the object after ", report_fmt_u64(o, (uintptr_t)obj, 1),
                              " (a free block of ", report_fmt_u64(size, sc_size[cls], 0), " bytes) is ",

@@ -51,6 +51,34 @@ static int target; /* what the forged pointer points at */
  * the cached slot is not there, and a double free is found by free() itself */
 #define SKIP_UNDER_NO_TCACHE() tt_skip_under("tcache:off", "the attack is on what a thread cache holds; tcache:off has none")
 
+/* Under prof:on (the matrix) a block the heap profiler samples is served and freed apart
+ * from its class's lists: promoted to a large block of its own, or in its slab with its
+ * page marked, and kept by the profiler when freed.  The blocks an attack sets up, and the
+ * malloc meant to meet them, must be plain ones: plain_malloc is malloc(SIZE) with any
+ * block the profiler sampled left aside, held, until one it did not (told by its count of
+ * samples; the profiler is off for good when TIDE_CONF has not turned it on). */
+static uint64_t prof_samples(void)
+{
+    char on[8] = "";
+    if (tide_conf_get("prof", on, sizeof on) != 0 || strcmp(on, "on") != 0)
+        return 0;
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    return s.prof_samples;
+}
+
+static void *plain_malloc(size_t size)
+{
+    for (int i = 0; i < 1000; i++) {
+        uint64_t before = prof_samples();
+        void *p = malloc(size);
+        if (!p || prof_samples() == before)
+            return p;
+    }
+    fprintf(stderr, "<every block sampled: the attack cannot be set up (prof_sample too small)>\n");
+    exit(6);
+}
+
 /* Runs FN in a child, which must die of SIGABRT with stderr starting with WANT. */
 static void expect_abort(int (*fn)(void *), void *arg, const char *want)
 {
@@ -304,10 +332,10 @@ Test(hardening, a_cleared_key_of_a_cached_large_block_aborts, .timeout = 60)
 static int forge_to_live_large(void *arg)
 {
     (void)arg;
-    void **live = malloc(16384), **p = malloc(16384);
+    void **live = plain_malloc(16384), **p = plain_malloc(16384);
     free(p); /* the cache's only 16 KiB block: its link encodes NULL */
     ((uintptr_t *)p)[0] ^= (uintptr_t)live;
-    void *a = malloc(16384), *b = malloc(16384);
+    void *a = plain_malloc(16384), *b = plain_malloc(16384);
     fprintf(stderr, "<not caught: %p %p (live %p)>\n", a, b, (void *)live);
     return 0;
 }
@@ -328,9 +356,9 @@ Test(hardening, a_forged_link_to_a_large_block_in_use_aborts, .timeout = 60)
 static int forge_to_live_large_flushed(void *arg)
 {
     (void)arg;
-    void **live = malloc(16384), **x = malloc(16384), **p = malloc(16384), *more[16];
+    void **live = plain_malloc(16384), **x = plain_malloc(16384), **p = plain_malloc(16384), *more[16];
     for (unsigned i = 0; i < 16; i++)
-        more[i] = malloc(16384);
+        more[i] = plain_malloc(16384);
     free(x); /* the cache's only 16 KiB block: its link encodes NULL */
     uintptr_t secret = ((uintptr_t *)x)[0] ^ (uintptr_t)x * 0x5bd1e995u;
     free(p);
@@ -360,10 +388,17 @@ static char *fresh_slab(size_t size)
     for (size_t taken = 0; taken < ((size_t)1 << 20); taken += size)
         if (!malloc(size))
             exit(2);
+    /* (A sample promoted to a large block starts a page too: a page-aligned block after one
+     * the profiler took is passed over, held.) */
+    uint64_t samples = prof_samples();
     for (int i = 0; i < 100000; i++) {
         char *p = malloc(size);
-        if (((uintptr_t)p & 4095) == 0)
-            return p;
+        if (((uintptr_t)p & 4095) == 0) {
+            uint64_t now = prof_samples();
+            if (now == samples)
+                return p;
+            samples = now;
+        }
     }
     exit(3);
 }
@@ -535,7 +570,7 @@ static int kept_slab(void *arg)
     tide_conf_set("decay_ms", "-1"); /* nothing is given back meanwhile */
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < KEPT_N; i++)
-            if (!(p[i] = malloc(1024)))
+            if (!(p[i] = i == 1500 ? plain_malloc(1024) : malloc(1024)))
                 return 2;
         for (int i = 0; i < KEPT_N; i++)
             free(p[i]);

@@ -20,8 +20,8 @@
  *   prof_probe first           64 blocks of 1 KiB, the program's first allocations
  *   prof_probe siblings PATH   4 MiB from sibling_a and 2 MiB from sibling_b, in turns, each
  *                              through the same make_block, from the same depth of the stack
- *   prof_probe inslab [double|interior]  samples of 4-14 KiB, held by two threads, freed
- *                              by others (see run_inslab)
+ *   prof_probe inslab [double|interior|cleared]  samples of 4-14 KiB, held by two threads,
+ *                              freed by others (see run_inslab)
  *   prof_probe crossfree DIR   12 threads each hold 2 MiB from cross_alloc (DIR/held.heap);
  *                              12 other threads free them (DIR/freed.heap)
  * Each prints "samples S live L walks W backtraces B dumps D reused R" (tide_stats_get) last. */
@@ -623,6 +623,25 @@ static int run_inslab(const char *how)
         if (how[0] == 'd')
             free(p);
         free(how[0] == 'd' ? p : p + 16);
+        fprintf(stderr, "<not caught>\n");
+        return 0;
+    }
+    if (strcmp(how, "cleared") == 0) {
+        /* A sample whose key a use after free cleared, pushed out of the cache by the frees
+         * of 3,000 others, freed again: it is handed out once, and then found on a list
+         * while it is a live sample again (as test/api/hardening's unsampled case). */
+        enum { N = 3000 };
+        static void *others[N];
+        void **p = xmalloc_checked(malloc(8192));
+        for (int i = 0; i < N; i++)
+            others[i] = xmalloc_checked(malloc(8192));
+        free(p);
+        ((void *volatile *)p)[1] = NULL;
+        for (int i = 0; i < N; i++)
+            free(others[i]);
+        free(p);
+        for (int i = 0; i < 2 * N; i++)
+            xmalloc_checked(malloc(8192));
         fprintf(stderr, "<not caught>\n");
         return 0;
     }

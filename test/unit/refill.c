@@ -6,9 +6,11 @@
  * whichever arena each was placed on; on another CPU, from that CPU's arena.
  *
  * Each case runs in a forked child (the child runner), pinned with sched_setaffinity, and
- * asks for blocks of a class nothing else in the child uses (2560 bytes), so that every
+ * asks for blocks of a class nothing else in the child uses (5120 bytes), so that every
  * block is a region of a slab its refill cut from an arena's bin, whose arena the slab's
- * descriptor names.
+ * descriptor names.  The class is of more than a page: under prof:on (the matrix) a
+ * sampled block of it stays the region of its slab it would have been, its page marked,
+ * where a sampled block of less than a page would be promoted to a large block.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -24,7 +26,7 @@
 
 #define CHECK TT_CHILD_CHECK
 #define NTHREADS 8
-#define SIZE 2560
+#define SIZE 5120
 
 static pthread_barrier_t all_allocated;
 static void *blocks[NTHREADS];
@@ -45,7 +47,7 @@ static unsigned arena_of(void *p)
 {
     const range_t *r = region_range_of((uintptr_t)p);
     pm_entry_t e = pm_read(r, (uintptr_t)p);
-    CHECK(pm_is_slab_page(e), "%p is not in a slab", p);
+    CHECK(pm_is_slab_page(e) || pm_is_sampled_page(e), "%p is not in a slab", p);
     return ((extent_t *)pm_desc(e))->arena;
 }
 
