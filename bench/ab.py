@@ -51,12 +51,13 @@ import subprocess
 import sys
 
 # The rows whose program runs one thread of its own (--pin).
-SINGLE_THREADED = {"pairs-batch", "pairs-lifo", "mixed-1t", "powers"}
+SINGLE_THREADED = {"pairs-batch", "pairs-lifo", "pairs-burst", "mixed-1t", "powers"}
 
 # name: (argv after the program's path, what it prints, higher is better)
 ROWS = {
     "pairs-batch": (["pairs", "-w", "{w}", "batch"], "batch_s", False),
     "pairs-lifo": (["pairs", "-w", "{w}", "lifo"], "lifo_s", False),
+    "pairs-burst": (["pairs", "-w", "{w}", "burst"], "burst_s", False),
     "prodcons": (["prodcons", "-w", "{w}"], "elapsed_s", False),
     "prodcons-pairs": (["prodcons", "-w", "{w}", "-p", "pairs"], "elapsed_s", False),
     "mixed-1t": (["mixed", "-w", "{w}", "-t", "1"], "elapsed_s", False),

@@ -4,9 +4,14 @@
  *   batch  allocate BATCH objects, then free them all in allocation order, repeat
  *          (the thread cache overflows and refills: the slab and central paths);
  *   lifo   allocate DEPTH objects and free them in reverse order, repeat
- *          (the thread-cache fast path, with a small stack of live objects).
+ *          (the thread-cache fast path, with a small stack of live objects);
+ *   burst  allocate N objects of one size, write each whole, free them in allocation
+ *          order, repeat, for N of 25, 100, 400 and 1600 and sizes 16, 32 and 64 (the
+ *          shape of glibc's benchtests/bench-malloc-simple: each malloc takes the head
+ *          its class's last malloc just wrote, so what bounds it is how soon a pop can
+ *          start after the one before, where batch and lifo go from class to class).
  * Sizes come from a fixed table, so every allocator serves the same requests.
- * Usage: pairs [-w PERCENT] [batch|lifo]...   Prints "<pattern>_s <seconds>" lines.
+ * Usage: pairs [-w PERCENT] [batch|lifo|burst]...   Prints "<pattern>_s <seconds>" lines.
  */
 #include "config.h"
 
@@ -25,6 +30,7 @@
 #define DEPTH 8
 #define BATCH_PAIRS 20000000ULL
 #define LIFO_PAIRS 50000000ULL
+#define BURST_PAIRS 24000000ULL
 
 static size_t sizes[NSIZES];
 
@@ -60,13 +66,35 @@ static void run_lifo(uint64_t pairs)
     }
 }
 
+static void run_burst(uint64_t pairs)
+{
+    static int *objs[1600];
+    static const int counts[] = { 25, 100, 400, 1600 };
+    const uint64_t each = pairs / 12; /* pairs for each of the 3 sizes x 4 counts */
+    for (size_t size = 16; size <= 64; size *= 2)
+        for (int k = 0; k < 4; k++) {
+            const int n = counts[k];
+            for (uint64_t done = 0; done < each; done += (uint64_t)n) {
+                for (int i = 0; i < n; i++) {
+                    int *p = bench_malloc(size);
+                    for (size_t w = 0; w < size / sizeof(int); w++)
+                        p[w] = (int)w;
+                    objs[i] = p;
+                }
+                bench_escape(objs);
+                for (int i = 0; i < n; i++)
+                    free(objs[i]);
+            }
+        }
+}
+
 int main(int argc, char **argv)
 {
     unsigned percent = 100;
     int c;
     while ((c = getopt(argc, argv, "w:")) != -1) {
         if (c != 'w') {
-            fprintf(stderr, "usage: pairs [-w PERCENT] [batch|lifo]...\n");
+            fprintf(stderr, "usage: pairs [-w PERCENT] [batch|lifo|burst]...\n");
             return 1;
         }
         percent = (unsigned)bench_parse_count(optarg, "-w");
@@ -77,9 +105,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < NSIZES; i++)
         sizes[i] = 16 + rng_below(&rng, 1024 - 16 + 1);
 
-    const char *all[] = { "batch", "lifo" };
+    const char *all[] = { "batch", "lifo", "burst" };
     char **patterns = optind < argc ? argv + optind : (char **)all;
-    int npatterns = optind < argc ? argc - optind : 2;
+    int npatterns = optind < argc ? argc - optind : 3;
     for (int i = 0; i < npatterns; i++) {
         const char *name = patterns[i];
         double t0 = probe_now();
@@ -87,8 +115,10 @@ int main(int argc, char **argv)
             run_batch(bench_scaled(BATCH_PAIRS, percent));
         } else if (strcmp(name, "lifo") == 0) {
             run_lifo(bench_scaled(LIFO_PAIRS, percent));
+        } else if (strcmp(name, "burst") == 0) {
+            run_burst(bench_scaled(BURST_PAIRS, percent));
         } else {
-            fprintf(stderr, "pairs: unknown pattern '%s' (batch, lifo)\n", name);
+            fprintf(stderr, "pairs: unknown pattern '%s' (batch, lifo, burst)\n", name);
             return 1;
         }
         printf("%s_s %.6f\n", name, probe_now() - t0);

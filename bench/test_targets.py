@@ -72,6 +72,7 @@ ROWS = {
     "micro": [
         mi("pairs-batch", "glibc", 1.0, 1.0, 2000), mi("pairs-batch", "tide", 1.05, 1.05, 1900),
         mi("pairs-lifo", "glibc", 0.5, 1.0, 2000), mi("pairs-lifo", "tide", 0.6, 1.2, 1900),
+        mi("pairs-burst", "tcmalloc", 0.3, 1.0, 2000), mi("pairs-burst", "tide", 0.36, 1.2, 1900),
         mi("prodcons", "glibc", 0.4, 1.0, 3000, load=0.3),
         mi("prodcons", "tide", 0.42, 1.05, 2900),
         mi("prodcons-pairs", "glibc", 0.4, 1.0, 3000), mi("prodcons-pairs", "tide", 0.6, 1.5, 2900),
@@ -123,6 +124,8 @@ EXPECTED = [
      "1.05x (1.050 s)", "PASS"),
     ("pairs-lifo: tide time ≤ 1.1 × fastest peer",
      "1.20x (0.600 s)", "FAIL"),
+    ("(issue 38) pairs-burst: tide time ≤ 1.1 × fastest peer",
+     "1.20x (0.360 s)", "FAIL"),
     ("prodcons: tide time ≤ 1.2 × fastest peer",
      "1.05x (0.420 s); other load up to 30%", "PASS (noisy)"),
     ("prodcons-pairs: tide time ≤ 1.2 × fastest peer",

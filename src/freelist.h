@@ -49,7 +49,9 @@ void freelist_init(void);
 TIDE_INLINE uintptr_t fl_mix_(const void *slot) { return (uintptr_t)slot * FL_MIX; }
 TIDE_INLINE void *fl_next(void *const *obj)
 {
-    return (void *)((uintptr_t)obj[0] ^ fl_mix_(obj) ^ freelist_secret);
+    /* The mask first: it is ready while the link loads, leaving one XOR after the load
+     * on the path from one pop to the next. */
+    return (void *)((uintptr_t)obj[0] ^ (fl_mix_(obj) ^ freelist_secret));
 }
 TIDE_INLINE void fl_set_next(void **obj, const void *next)
 {

@@ -316,7 +316,7 @@ static TIDE_NOINLINE void *malloc_slow(size_t size) { return FRAMED(malloc_any(s
 TIDE_INLINE void *cache_pop(size_t size)
 {
     unsigned cls = sc_lookup[(size + 15) >> 4];
-    tcache_t *tc = &tcache_tls;
+    tcache_t *tc = tcache_here();
     void **p = tc->head[cls];
     if (likely(p != NULL)) {
         void *next = fl_next(p);
@@ -421,7 +421,7 @@ TIDE_INLINE bool cache_push(void *p, size_t size, bool sized)
         pm_entry_t entry = pm_read_offset(base, off);
         /* sized: the class of SIZE, known before the entry is read. */
         size_t cls = sized ? sc_lookup[(size + 15) >> 4] : pm_slab_class_index(entry);
-        tcache_t *tc = &tcache_tls;
+        tcache_t *tc = tcache_here();
         void **obj = p;
         /* P the start of a region of a slab of a small class (sized: the page's, which
          * SIZE's is), not a pointer into one, room in the cache, and not the object freed

@@ -21,6 +21,8 @@ class MicroBench:
 MICRO_BENCHES = [
     MicroBench("pairs-batch", ["pairs", "batch"], "batch_s"),
     MicroBench("pairs-lifo", ["pairs", "lifo"], "lifo_s"),
+    # One class at a time, as glibc's bench-malloc-simple: each pop follows the last one's.
+    MicroBench("pairs-burst", ["pairs", "burst"], "burst_s"),
     MicroBench("prodcons", ["prodcons"], "elapsed_s"),
     # The same pinned: the scheduler's choice, which "prodcons" leaves to it, made fixed.
     MicroBench("prodcons-pairs", ["prodcons", "-p", "pairs"], "elapsed_s"),
