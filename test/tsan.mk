@@ -131,9 +131,12 @@ TSAN_FILTER_stress = stress/@(eight_threads_small_objects|producers_and_consumer
 TSAN_FILTER_fork = fork/@(while_three_threads_allocate|from_two_threads_at_once)
 TSAN_TIMEOUT_SCALE = 4
 
+# After the matrix, the fuzzers and the UBSan copy, which tide-check-local's own make runs
+# (test/local.mk): named here as a prerequisite, reliability-check-local would run them all
+# a second time in this make.
 check-local: tsan-check-local
 .PHONY: tsan-check-local check-tsan
-tsan-check-local: reliability-check-local
+tsan-check-local: tide-check-local
 	@if test "$(TSAN)" = no || test "$(rel_in_tsan)" = yes || test "$(rel_in_ubsan)" = yes; then :; else \
 	  $(MAKE) $(AM_MAKEFLAGS) check-tsan || exit 1; fi
 
