@@ -214,14 +214,15 @@ void *large_realloc(extent_t *e, size_t usable)
     if (npages < bp && e->moved_len > usable) {
         /* The cut-off tail must not stay behind in VMAs of its own: once cut off, nothing
          * would heal them, and the pieces there (up to all of the block's) would outlive
-         * its budget.  If the heal fails the block keeps its size: still a valid shrink.
-         * (In a fork child the tail stays unhealed: the block's budget is never given back
-         * there, so it keeps paying for them.) */
-        if (can_heal() && !heal(e->addr + usable, e->moved_len - usable)) {
-            ATOMIC_ADD(&remap_in_place, 1);
-            return (void *)e->addr;
-        }
-        e->moved_len = usable;
+         * its budget.  If the heal fails the block still shrinks (free_sized() will be told
+         * the new size), but no longer counts as moved: its pieces, in the tail as in the
+         * block, keep their budget for good, as after any failed heal.  (In a fork child
+         * the tail stays unhealed: the block's budget is never given back there, so it
+         * keeps paying for them.) */
+        if (can_heal() && !heal(e->addr + usable, e->moved_len - usable))
+            forget_move(e, false);
+        else
+            e->moved_len = usable;
     }
     /* Growth is put to the kernel's overcommit policy as mremap's would be (it charges
      * the growth only), wherever the pages come from; refused, the caller's malloc of
