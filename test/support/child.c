@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -163,9 +164,15 @@ static bool drain(int fd, struct tt_buf *b, bool *got)
     }
 }
 
-/* In the child: only async-signal-safe calls (the test may have threads). */
-static void __attribute__((noreturn)) child_main(const struct tt_child_spec *s, char **env, int in, int out, int err)
+/* In the child: only async-signal-safe calls (the test may have threads).  PARENT is the
+ * test process: if Criterion kills it at a .timeout, its hang detector dies with it, so
+ * the child is killed too rather than left running with no limit.  (The signal follows
+ * the thread that forked; tt_child_run() returns only after the child has ended.) */
+static void __attribute__((noreturn)) child_main(const struct tt_child_spec *s, char **env, int in, int out, int err,
+                                                 pid_t parent)
 {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(126);
     if (dup2(in, 0) < 0 || (out >= 0 && (dup2(out, 1) < 0 || dup2(err, 2) < 0)))
         _exit(126);
     if (s->cwd && chdir(s->cwd) != 0)
@@ -204,9 +211,9 @@ int tt_child_run(const struct tt_child_spec *s, struct tt_child *c)
     char *owned[2] = { NULL, NULL };
     char **env = s->path ? child_env(s, owned) : NULL;
     fflush(NULL); /* nothing buffered here is written twice */
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid == 0)
-        child_main(s, env, in, out[1], err[1]);
+        child_main(s, env, in, out[1], err[1], parent);
     int fork_err = errno;
     close(in);
     free(env);

@@ -11,8 +11,9 @@
 #   refill      tcache.c: a cache refills from the arena of its thread's CPU
 #   tcache      tcache.c: capacities grow to 512 KiB a class, within the thread's 4 MiB budget
 #   lock        lock.h's ranks: a lock taken out of order aborts naming both; fork takes them in order
+#   child       test/support/child.c, the harness's child runner: a killed test takes its child with it
 if HAVE_CRITERION
-tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap test/unit/prof_math test/unit/refill test/unit/tcache test/unit/lock
+tide_unit_suites = test/unit/page_heap test/unit/rbtree test/unit/size_class test/unit/transfer test/unit/pagemap test/unit/prof_math test/unit/refill test/unit/tcache test/unit/lock test/unit/child
 check_PROGRAMS += $(tide_unit_suites)
 TESTS += $(tide_unit_suites)
 tide_unit_cppflags = $(rel_cppflags) -I$(top_srcdir)/src -I$(top_builddir)/src -DTIDE_DEBUG
@@ -72,4 +73,10 @@ test_unit_lock_CPPFLAGS = $(tide_unit_cppflags)
 test_unit_lock_CFLAGS = $(tide_unit_cflags)
 test_unit_lock_LDFLAGS = $(rel_ldflags)
 test_unit_lock_LDADD = $(tide_unit_ldadd)
+
+test_unit_child_SOURCES = test/unit/child.c $(tide_test_support)
+test_unit_child_CPPFLAGS = $(tide_unit_cppflags)
+test_unit_child_CFLAGS = $(tide_unit_cflags)
+test_unit_child_LDFLAGS = $(rel_ldflags)
+test_unit_child_LDADD = $(tide_unit_ldadd)
 endif
