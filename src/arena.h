@@ -36,6 +36,10 @@ typedef struct bin_s {
 typedef struct arena_s {
     unsigned ind;
     unsigned nthreads; /* threads placed on it (atomic; the thread layer counts them) */
+    /* A thread has been placed on it or filled from it, ever (atomic; set under transfer's
+     * ready_lock, which fork takes before the bins).  No bin of an arena without it has
+     * ever held a region, so fork's handlers leave its locks (and their pages) alone. */
+    bool joined;
     size_t empty_pages; /* pages of the empty slabs its bins keep (atomic) */
     bin_t bins[SC_NSMALL];
 } arena_t;
@@ -69,6 +73,8 @@ bool arena_holds_empty(void);
 /* For fork: every bin lock of every arena, in a fixed order. */
 /* OP on every bin's lock, by arena then class (fork: init.c's table of ranks). */
 void arenas_locks(lock_op_t op);
+/* ARENA may be filled from from now on.  Under transfer's ready_lock. */
+void arena_join(unsigned arena);
 /* Every bin's lock, and back (tide_check). */
 void arenas_lock_all(void);
 void arenas_unlock_all(void);

@@ -158,7 +158,12 @@ static inline void lock_release(lock_t *l)
     tide_locks_held--;
 }
 
-/* fork: what the handlers do to each lock, rank by rank (init.c's table). */
+/* fork: what the handlers do to each lock, rank by rank (init.c's table).  The parent
+ * releases them after the fork, when its first write to a page copies it: a page fault
+ * each (tens of microseconds on a guest), so the locks outside the arenas are defined
+ * TIDE_FORK_LOCK and lie together, on a page or two rather than one per file. */
+#define TIDE_FORK_LOCK __attribute__((section("tide_fork_locks"), aligned(64)))
+
 typedef enum lock_op_e {
     LOCK_OP_TAKE,    /* prepare: take it */
     LOCK_OP_RELEASE, /* parent: release it */
@@ -171,8 +176,8 @@ static inline void lock_apply(lock_t *l, lock_op_t op)
         lock_acquire(l);
     else if (op == LOCK_OP_RELEASE)
         lock_release(l);
-    else
-        __atomic_store_n(&l->word, 0, __ATOMIC_RELAXED);
+    else if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) != 0)
+        __atomic_store_n(&l->word, 0, __ATOMIC_RELAXED); /* (a free lock's page stays shared) */
 }
 
 #endif

@@ -43,7 +43,7 @@ typedef struct arena_budget_s {
 } TIDE_ALIGNED_CL arena_budget_t;
 static arena_budget_t *budgets; /* [arena] */
 static uint8_t *ready;        /* [arena]: its locks are initialised (atomic) */
-static lock_t ready_lock = LOCK_INITIALIZER(LOCK_RANK_TRANSFER_READY);
+static lock_t ready_lock TIDE_FORK_LOCK = LOCK_INITIALIZER(LOCK_RANK_TRANSFER_READY);
 
 static transfer_t *transfer_of(unsigned arena, unsigned cls) { return &transfers[arena * SC_NSMALL + cls]; }
 
@@ -77,6 +77,7 @@ void transfer_arena_ready(unsigned arena)
     lock_acquire(&ready_lock);
     if (!ready[arena]) {
         init_locks(arena);
+        arena_join(arena);
         ATOMIC_STORE_REL(&ready[arena], 1);
     }
     lock_release(&ready_lock);

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include "support.h"
 
@@ -266,4 +267,80 @@ Test(lock_order, a_fork_takes_every_lock_in_rank_order)
     pthread_barrier_wait(&fork_barrier);
     pthread_join(t, NULL);
     cr_assert_eq(tide_check(), 0);
+}
+
+/* ---- what a fork writes --------------------------------------------------------------- */
+
+/* Whether the page holding ADDR is mapped by this process alone (/proc/self/pagemap bit
+ * 56): after a fork, a page the parent has not written since is still shared with the
+ * child; one it wrote was copied.  -1 if unknown. */
+static int page_exclusive(const void *addr)
+{
+    FILE *f = fopen("/proc/self/pagemap", "rb");
+    if (!f)
+        return -1;
+    uint64_t e = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    int ok = fseek(f, (long)((uintptr_t)addr / (uintptr_t)page * sizeof e), SEEK_SET) == 0 && fread(&e, sizeof e, 1, f) == 1;
+    fclose(f);
+    if (!ok || !(e >> 63 & 1))
+        return -1;
+    return (int)(e >> 56 & 1);
+}
+
+/* No thread was placed on arena I, nor did any bin of it ever make a slab. */
+static bool arena_unused(unsigned i)
+{
+    for (unsigned c = 0; c < SC_NSMALL; c++)
+        if (arenas[i]->bins[c].nslabs_made)
+            return false;
+    return arenas[i]->nthreads == 0;
+}
+
+static int fork_writes_joined_bins_only(void *arg)
+{
+    (void)arg;
+    pthread_t t;
+    TT_CHILD_CHECK(pthread_barrier_init(&fork_barrier, NULL, 2) == 0, "pthread_barrier_init");
+    TT_CHILD_CHECK(pthread_create(&t, NULL, waiter, NULL) == 0, "pthread_create");
+    pthread_barrier_wait(&fork_barrier);
+    free(malloc(64));
+    /* An arena in the middle, with both neighbours, is joined only on a machine with more
+     * CPUs than a quarter of the arenas; the first is every process's. */
+    unsigned u = narenas / 2, j = 0;
+    TT_CHILD_CHECK(narenas >= 3 && !arena_unused(j), "%u arenas, the first unused", narenas);
+    if (!arena_unused(u - 1) || !arena_unused(u) || !arena_unused(u + 1))
+        return 77;
+    int go[2];
+    TT_CHILD_CHECK(pipe(go) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c;
+        _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+    }
+    TT_CHILD_CHECK(pid > 0, "fork");
+    int joined = page_exclusive(bin_lock(j, SC_NSMALL / 2)), unjoined = page_exclusive(bin_lock(u, SC_NSMALL / 2));
+    TT_CHILD_CHECK(write(go[1], "x", 1) == 1, "write");
+    int st;
+    TT_CHILD_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the fork's child failed");
+    pthread_barrier_wait(&fork_barrier);
+    pthread_join(t, NULL);
+    if (joined < 0 || unjoined < 0)
+        return 77; /* pagemap unreadable here */
+    TT_CHILD_CHECK(joined == 1, "the page of a joined arena's bins was not copied: the fork took no lock of it?");
+    TT_CHILD_CHECK(unjoined == 0, "the fork wrote the page of arena %u's bins, which no thread has joined (%u arenas): "
+                   "a page fault for the parent at every fork", u, narenas);
+    return 0;
+}
+
+Test(lock_order, a_fork_writes_no_page_of_an_arena_no_thread_joined)
+{
+    struct tt_child_spec spec = { .fn = fork_writes_joined_bins_only, .timeout_s = 60 };
+    struct tt_child c;
+    cr_assert_eq(tt_child_run(&spec, &c), 0);
+    char how[96];
+    if (tt_child_exited(&c, 77))
+        cr_skip_test("not measurable here (pagemap unreadable, or every arena joined): %s", c.err);
+    cr_expect(tt_child_exited(&c, 0), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
+    tt_child_free(&c);
 }
