@@ -23,7 +23,7 @@
 #include "purge.h"
 #include "transfer.h"
 
-static pthread_mutex_t bg_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t bg_mutex TIDE_FORK_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bg_cond;
 static int bg_state;  /* 0 not started, 1 starting/running (atomic) */
 static int bg_asleep; /* sleeping with nothing dirty: wake it on the next free (atomic) */

@@ -28,7 +28,7 @@
 #include "report.h"
 #include "size_class.h"
 
-pageheap_t pageheap;
+pageheap_t pageheap TIDE_FORK_LOCK;
 
 /* A hint may name the run a block just freed into (see extent_hint_t) only while the run is
  * about the block's own place: cutting a small block from the start of a big merged run,

@@ -37,7 +37,7 @@ typedef struct guard_queue_s {
     size_t bytes;
 } guard_queue_t;
 
-static lock_t guard_lock = LOCK_INITIALIZER(LOCK_RANK_GUARD); /* the queues and the free slots */
+static lock_t guard_lock TIDE_FORK_LOCK = LOCK_INITIALIZER(LOCK_RANK_GUARD); /* the queues and the free slots */
 static guard_queue_t queue_large = { { &queue_large.fifo, &queue_large.fifo }, 0 };
 static guard_queue_t queue_sampled = { { &queue_sampled.fifo, &queue_sampled.fifo }, 0 };
 static guard_rec_t *guard_recs; /* GUARD_SLOTS of them, from the metadata range at the first sample */

@@ -24,7 +24,7 @@
 #include "transfer.h"
 
 int init_ready; /* atomic: the heap exists */
-static lock_t tide_init_lock = LOCK_INITIALIZER(LOCK_RANK_INIT);
+static lock_t tide_init_lock TIDE_FORK_LOCK = LOCK_INITIALIZER(LOCK_RANK_INIT);
 /* This thread is building the heap: a call that comes back into tide meanwhile (from
  * a sanitizer's report, say) must fail rather than wait for itself. */
 static __thread bool tide_booting __attribute__((tls_model("initial-exec")));

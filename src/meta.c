@@ -19,7 +19,7 @@
 #define META_HINT_LO ((uintptr_t)8 << 40) /* below the heap's first range, [16, 32) TiB, which grows up */
 #define META_HINT_SPAN_GIB 4096u
 
-static lock_t meta_lock = LOCK_INITIALIZER(LOCK_RANK_META);
+static lock_t meta_lock TIDE_FORK_LOCK = LOCK_INITIALIZER(LOCK_RANK_META);
 static uintptr_t chunk_lo[META_MAX_CHUNKS], chunk_hi[META_MAX_CHUNKS];
 static unsigned nchunks;
 static uintptr_t cur, end; /* the chunk being bumped: [cur, end) is free */

@@ -30,10 +30,10 @@
 
 /* The locks (their order above), beside the fork hooks below that take them, and the
  * state that all of the profiler's files read. */
-lock_t prof_lock = LOCK_INITIALIZER(LOCK_RANK_PROF); /* the table's growth, a dump */
+lock_t prof_lock TIDE_FORK_LOCK = LOCK_INITIALIZER(LOCK_RANK_PROF); /* the table's growth, a dump */
 prof_set_t prof_set; /* what a sample reads of the settings */
-prof_shard_t prof_shards[PROF_SHARDS] = { [0 ... PROF_SHARDS - 1] = { .lock = LOCK_INITIALIZER(LOCK_RANK_PROF_SHARD) } };
-lock_t prof_slab_lock = LOCK_INITIALIZER(LOCK_RANK_PROF_SLAB); /* the samples kept in their slab */
+prof_shard_t prof_shards[PROF_SHARDS] TIDE_FORK_LOCK = { [0 ... PROF_SHARDS - 1] = { .lock = LOCK_INITIALIZER(LOCK_RANK_PROF_SHARD) } };
+lock_t prof_slab_lock TIDE_FORK_LOCK = LOCK_INITIALIZER(LOCK_RANK_PROF_SLAB); /* the samples kept in their slab */
 __thread prof_tls_t prof_tls __attribute__((tls_model("initial-exec")));
 
 void prof_boot(void)

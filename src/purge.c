@@ -34,7 +34,7 @@
 static size_t reuse_mark[NMARKS];       /* by sub-window, modulo NMARKS (atomic) */
 static uint64_t mark_epoch, mark_len;   /* the latest sub-window marked, and the length (ns) */
 
-static lock_t purge_lock = LOCK_INITIALIZER(LOCK_RANK_PURGE); /* one purger at a time */
+static lock_t purge_lock TIDE_FORK_LOCK = LOCK_INITIALIZER(LOCK_RANK_PURGE); /* one purger at a time */
 static uint64_t purge_next_ns;              /* no run is due before this (atomic) */
 static uint64_t purge_passes, purge_bytes;  /* atomic */
 
