@@ -83,8 +83,9 @@ static bool keep_empty(arena_t *a, bin_t *bin, extent_t *slab, uint64_t *now)
 
 unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
 {
-    TIDE_ASSERT(ATOMIC_LOAD(&arenas[ai]->joined)); /* (else fork would not take its bins) */
-    bin_t *bin = &arenas[ai]->bins[cls];
+    arena_t *a = arenas[ai];
+    TIDE_ASSERT(ATOMIC_LOAD(&a->joined)); /* (else fork would not take its bins) */
+    bin_t *bin = &a->bins[cls];
     size_t size = sc_size[cls];
     void *first = NULL, **last = NULL;
     unsigned got = 0;
@@ -106,7 +107,7 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
                 ((void **)(slab->addr + i * size))[1] = (void *)freelist_slab_mark;
             list_init(&slab->lru); /* on no list of empty slabs */
             bin->nslabs++;
-            bin->nslabs_made++;
+            a->counts[cls].nslabs_made++;
             bin->nquar += slab->nquar;
             rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
         }
@@ -141,8 +142,8 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
             rb_erase(&slab->rb, &bin->nonfull);
     }
     bin->nregs_live += got;
-    bin->nmalloc += got;
-    bin->nfills += got != 0;
+    a->counts[cls].nmalloc += got;
+    a->counts[cls].nfills += got != 0;
     lock_release(&bin->lock);
     if (last)
         fl_set_next(last, NULL);
@@ -246,8 +247,8 @@ static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, u
             }
         }
         bin->nregs_live -= left - keep;
-        bin->nfree += left - keep;
-        bin->nflushes++;
+        a->counts[cls].nfree += left - keep;
+        a->counts[cls].nflushes++;
         lock_release(&bin->lock);
         for (unsigned i = 0; i < ngive; i++)
             extent_free(give[i], NULL);
@@ -357,7 +358,7 @@ void arenas_stats(arena_stats_t *out)
             lock_acquire(&bin->lock);
             out->allocated += bin->nregs_live * sc_size[c];
             out->nslabs += bin->nslabs;
-            out->nslabs_made += bin->nslabs_made;
+            out->nslabs_made += arenas[i]->counts[c].nslabs_made;
             out->nslabs_empty += bin->nempty;
             lock_release(&bin->lock);
         }
@@ -372,14 +373,15 @@ void arenas_bin_stats(unsigned ai, bin_stats_t out[SC_NSMALL])
             bin_t *bin = &arenas[i]->bins[c];
             bin_stats_t *o = &out[c];
             lock_acquire(&bin->lock);
-            o->nmalloc += bin->nmalloc;
-            o->nfree += bin->nfree;
-            o->nfills += bin->nfills;
-            o->nflushes += bin->nflushes;
+            const bin_counts_t *k = &arenas[i]->counts[c];
+            o->nmalloc += k->nmalloc;
+            o->nfree += k->nfree;
+            o->nfills += k->nfills;
+            o->nflushes += k->nflushes;
             o->live += bin->nregs_live;
             o->nfree_regs += bin->nslabs * sc_nregs[c] - bin->nregs_live - bin->nquar;
             o->nslabs += bin->nslabs;
-            o->nslabs_made += bin->nslabs_made;
+            o->nslabs_made += k->nslabs_made;
             o->nslabs_empty += bin->nempty;
             lock_release(&bin->lock);
         }

@@ -16,22 +16,30 @@
 #include "rbtree.h"
 #include "size_class_table.h"
 
+/* One cache line: an arena's 35 bins then lie on 2 KiB, one page, which is what fork's
+ * handlers write in the parent after the fork (each page they write is copied then). */
 typedef struct bin_s {
     lock_t lock;
+    uint32_t nempty;     /* the empty slabs kept (atomic: read without the lock) */
     rb_root_t nonfull;   /* slabs with a free region, by address (the empty ones too) */
     list_node_t empty;   /* the empty slabs kept, by when they emptied (oldest first) */
-    size_t nempty;       /* how many (atomic: read without the lock) */
     size_t nslabs;       /* live slabs */
     size_t nregs_live;   /* regions handed out (to threads' caches or the program) */
-    size_t nslabs_made;  /* slabs it took from the page heap, ever */
     size_t nquar;        /* regions its live slabs never hand out (extent.h: nquar) */
-    /* Counted where regions leave and come back to the slabs (refills and flushes, under
-     * the lock), as jemalloc's bin stats: never on the thread cache's fast path. */
-    uint64_t nmalloc;    /* regions handed out, ever */
-    uint64_t nfree;      /* regions returned, ever (nmalloc - nfree == nregs_live) */
-    uint64_t nfills;     /* arena_fill calls that took regions */
-    uint64_t nflushes;   /* lock rounds that returned regions */
 } TIDE_ALIGNED_CL bin_t;
+#ifndef TIDE_LOCK_RANKS /* (the ranks make a lock 8 bytes: two lines in debug builds) */
+_Static_assert(sizeof(bin_t) == TIDE_CACHELINE, "a bin is one cache line");
+#endif
+
+/* A bin's counts, under its lock, where regions leave and come back to the slabs (refills
+ * and flushes), as jemalloc's bin stats: never on the thread cache's fast path. */
+typedef struct bin_counts_s {
+    uint64_t nslabs_made; /* slabs it took from the page heap, ever */
+    uint64_t nmalloc;     /* regions handed out, ever */
+    uint64_t nfree;       /* regions returned, ever (nmalloc - nfree == nregs_live) */
+    uint64_t nfills;      /* arena_fill calls that took regions */
+    uint64_t nflushes;    /* lock rounds that returned regions */
+} TIDE_ALIGNED_CL bin_counts_t;
 
 typedef struct arena_s {
     unsigned ind;
@@ -42,6 +50,7 @@ typedef struct arena_s {
     bool joined;
     size_t empty_pages; /* pages of the empty slabs its bins keep (atomic) */
     bin_t bins[SC_NSMALL];
+    bin_counts_t counts[SC_NSMALL]; /* [class]: its bin's */
 } arena_t;
 
 extern arena_t **arenas;

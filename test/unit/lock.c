@@ -292,7 +292,7 @@ static int page_exclusive(const void *addr)
 static bool arena_unused(unsigned i)
 {
     for (unsigned c = 0; c < SC_NSMALL; c++)
-        if (arenas[i]->bins[c].nslabs_made)
+        if (arenas[i]->counts[c].nslabs_made)
             return false;
     return arenas[i]->nthreads == 0;
 }
