@@ -36,6 +36,7 @@ typedef struct transfer_s {
     size_t bytes;
     unsigned pops; /* since the last idle check */
 } TIDE_ALIGNED_CL transfer_t;
+_Static_assert(sizeof(transfer_t) == TIDE_CACHELINE, "a transfer cache's lock line holds no lists");
 
 typedef struct transfer_slots_s {
     void *head[TRANSFER_SLOTS];
