@@ -60,8 +60,12 @@ static smaps_t tide_smaps(void)
     return s;
 }
 
+/* Fills BYTES with objects, with decay off: a decay purge of pages freed before (the
+ * runner's own) during the fill would split a unit in use, and the advice would then
+ * depend on how fast the machine fills (the purges the tests make are tide_purge's). */
 static void **fill(size_t bytes, size_t *n)
 {
+    cr_assert_eq(tide_conf_set("decay_ms", "-1"), 0);
     *n = bytes / OBJ;
     void **v = malloc(*n * sizeof *v);
     cr_assert(v != NULL);
