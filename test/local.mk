@@ -118,7 +118,7 @@ test/matrix/%.mx: Makefile
 	conf=`echo "$${stem%%/*}" | sed 's/+/,/g; s/^\([^-]*\)-/\1:/; s/,\([^-]*\)-/,\1:/g'`; \
 	{ echo "# $$suite under TIDE_CONF=$$conf: the configuration matrix (test/local.mk)"; \
 	  echo "echo 'matrix: $$suite under TIDE_CONF=$$conf'"; \
-	  echo "TIDE_CONF='$$conf' CRITERION_VERBOSITY_LEVEL=1 exec flock test/matrix/$$(echo $$suite | tr / _).lock ./$$suite$(EXEEXT)"; \
+	  echo "TIDE_CONF='$$conf' TIDE_TEST_SHORT=1 CRITERION_VERBOSITY_LEVEL=1 exec flock test/matrix/$$(echo $$suite | tr / _).lock ./$$suite$(EXEEXT)"; \
 	} >$@
 
 # make check's last steps, after the suites under the defaults: the matrix, beside the

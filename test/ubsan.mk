@@ -65,7 +65,7 @@ check-ubsan:
 	      UBSAN_OPTIONS=print_stacktrace=1 timeout -k 5 60 gdb -batch -ex run -ex 'thread apply all bt 30' \
 	        --args ./test/stress/soak -s 1 -q 2>&1 </dev/null | grep -E '^#|runtime error' | grep -vE 'libc|pthread_mutex' | head -30; fi; \
 	    exit 1; fi
-	@cd $(UBSAN_BUILDDIR)/tree && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	@cd $(UBSAN_BUILDDIR)/tree && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TIDE_TEST_SHORT=1 \
 	  timeout -k 10 $(UBSAN_TIMEOUT) $(MAKE) check SOAK_SECONDS=$(UBSAN_SOAK_SECONDS) FUZZ=no UBSAN=no VERBOSE=yes \
 	  >../check.log 2>&1; rc=$$?; \
 	  grep -E '^(PASS|FAIL|ERROR|XPASS|SKIP|# [A-Z]+:)' ../check.log | sed 's/^/ubsan: /'; \

@@ -338,13 +338,14 @@ Test(compat, realloc_moves_keep_errno, .timeout = 60)
  * when the word changed before the call. */
 enum { HAMMER_THREADS = 4, HAMMER_ROUNDS = 60, HAMMER_OBJS = 3000 };
 static void *shared_slots[HAMMER_THREADS][HAMMER_OBJS];
+static long hammer_rounds = HAMMER_ROUNDS;
 
 static void *hammer(void *arg)
 {
     unsigned id = (unsigned)(uintptr_t)arg;
     static const size_t classes[] = {16, 48, 96, 160, 640, 1024, 3072, 14336, 20000, 65536};
     void **mine = shared_slots[id], **next = shared_slots[(id + 1) % HAMMER_THREADS];
-    for (int round = 0; round < HAMMER_ROUNDS && !tt_has_failed(); round++) {
+    for (int round = 0; round < hammer_rounds && !tt_has_failed(); round++) {
         size_t n = classes[(id + (unsigned)round) % (sizeof classes / sizeof *classes)];
         for (int i = 0; i < HAMMER_OBJS; i++) {
             void *p;
@@ -382,6 +383,7 @@ static void *hammer(void *arg)
 Test(compat, contended_locks_keep_errno, .timeout = 300)
 {
     set("decay_ms", "0"); /* every free of pages tries the purge lock too */
+    hammer_rounds = tt_rounds(HAMMER_ROUNDS);
     for (int pass = 0; pass < 2; pass++) {
         pthread_t t[HAMMER_THREADS];
         for (unsigned i = 0; i < HAMMER_THREADS; i++)

@@ -8,7 +8,7 @@
  * checks, grows and frees blocks of many sizes (up to 8 MiB), sometimes starts a thread
  * that does the same, sometimes forks a grandchild, and leaves with _exit(0).  A child
  * that deadlocks is killed by alarm() and fails the test; Criterion's .timeout guards the
- * whole test.
+ * whole test.  The matrix and the UBSan copy fork a tenth as often (tt_rounds).
  */
 #include "support.h"
 
@@ -279,8 +279,8 @@ Test(fork, while_three_threads_allocate, .timeout = 300)
     start_hammers(t, 3);
     while (atomic_load(&hammer_ops) < 1000) /* let them get going */
         sched_yield();
-    long ops_at_first_fork = atomic_load(&hammer_ops);
-    for (int i = 0; i < 200 && !tt_has_failed(); i++)
+    long ops_at_first_fork = atomic_load(&hammer_ops), forks = tt_rounds(200);
+    for (int i = 0; i < forks && !tt_has_failed(); i++)
         fork_once(i, "the main thread");
     long ops_during = atomic_load(&hammer_ops) - ops_at_first_fork;
     stop_hammers(t, 3);
@@ -290,9 +290,9 @@ Test(fork, while_three_threads_allocate, .timeout = 300)
 #else
 #define FORK_CHILD_THREADS ""
 #endif
-    tt_report("fork: 200 forks (children allocating up to 8 MiB, " FORK_CHILD_THREADS "every 10th forking "
+    tt_report("fork: %ld forks (children allocating up to 8 MiB, " FORK_CHILD_THREADS "every 10th forking "
               "again) while 3 threads did %ld operations",
-              ops_during);
+              forks, ops_during);
     cr_assert_gt(ops_during, 0, "the hammering threads made no progress during the forks");
     cr_assert_eq(tt_heap_check(), 0, "tide_check() failed in the parent after the forks (see stderr)");
 }
@@ -315,7 +315,8 @@ Test(fork, from_two_threads_at_once, .timeout = 300)
 {
     pthread_t t[2], f[2];
     start_hammers(t, 2);
-    struct forker_arg a[2] = {{1, 60}, {1001, 60}};
+    int forks = (int)tt_rounds(60);
+    struct forker_arg a[2] = {{1, forks}, {1001, forks}};
     for (int i = 0; i < 2; i++)
         pthread_create(&f[i], NULL, forker, &a[i]);
     for (int i = 0; i < 2; i++)
@@ -331,25 +332,28 @@ Test(fork, from_two_threads_at_once, .timeout = 300)
  * whatever the load. */
 enum { PROGRESS_TIMEOUT_S = 60 };
 
-/* Runs fork_probe ARGS with TIDE_CONF=CONF and returns only when it made TARGET forks and
- * exited 0; fails the test when it stops making progress (a deadlock) or fails. */
-static void run_fork_probe(const char *conf, const char *const *args, long target)
+/* Runs fork_probe MODE with N forks, and ARGS after them, with TIDE_CONF=CONF, and returns
+ * only when it made N forks and exited 0; fails the test when it stops making progress (a
+ * deadlock) or fails. */
+static void run_fork_probe(const char *conf, const char *mode, long target, const char *const *args)
 {
-    const char *argv[16] = {FORK_PROBE};
-    for (int i = 0; args[i] && i < 14; i++)
-        argv[i + 1] = args[i];
+    char n[24];
+    snprintf(n, sizeof n, "%ld", target);
+    const char *argv[16] = {FORK_PROBE, mode, n};
+    for (int i = 0; args[i] && i < 12; i++)
+        argv[i + 3] = args[i];
     struct tt_child_spec spec = {.path = FORK_PROBE, .argv = argv, .conf = conf, .silence_s = PROGRESS_TIMEOUT_S};
     struct tt_child c;
     cr_assert(tt_child_run(&spec, &c) == 0, "cannot run %s: %s", FORK_PROBE, strerror(errno));
     long forks = 0;
     for (const char *l = c.out; (l = strstr(l, "forks ")) != NULL; l += 6)
         forks = strtol(l + 6, NULL, 10);
-    cr_assert(!c.hung, "TIDE_CONF=%s fork_probe %s: no progress for %d s after %ld forks: a hang", conf, args[0],
+    cr_assert(!c.hung, "TIDE_CONF=%s fork_probe %s: no progress for %d s after %ld forks: a hang", conf, mode,
               PROGRESS_TIMEOUT_S, forks);
     cr_assert(tt_child_exited(&c, 0), "TIDE_CONF=%s fork_probe %s: wait status %#x after %ld forks: %.4000s", conf,
-              args[0], c.status, forks, c.err);
-    cr_assert_geq(forks, target, "TIDE_CONF=%s fork_probe %s: %ld forks of %ld", conf, args[0], forks, target);
-    tt_report("TIDE_CONF=%s fork_probe %s: %ld forks, no hang %.4000s", conf, args[0], forks, c.err);
+              mode, c.status, forks, c.err);
+    cr_assert_geq(forks, target, "TIDE_CONF=%s fork_probe %s: %ld forks of %ld", conf, mode, forks, target);
+    tt_report("TIDE_CONF=%s fork_probe %s: %ld forks, no hang %.4000s", conf, mode, forks, c.err);
     tt_child_free(&c);
 }
 
@@ -364,7 +368,7 @@ static const char *const fork_confs[] = {
 Test(fork, from_a_signal_handler_that_interrupted_tide, .timeout = 1200)
 {
     for (size_t i = 0; i < sizeof fork_confs / sizeof *fork_confs; i++)
-        run_fork_probe(fork_confs[i], (const char *[]){"sigfork", "1000", NULL}, 1000);
+        run_fork_probe(fork_confs[i], "sigfork", tt_rounds(1000), (const char *[]){NULL});
 }
 
 /* fork in one thread, fflush(NULL) in another, getline in a third: glibc bug 19431's
@@ -372,13 +376,13 @@ Test(fork, from_a_signal_handler_that_interrupted_tide, .timeout = 1200)
 Test(fork, beside_fflush_and_getline, .timeout = 1200)
 {
     for (size_t i = 0; i < 3; i++)
-        run_fork_probe(fork_confs[i], (const char *[]){"stdio", "1000", NULL}, 1000);
+        run_fork_probe(fork_confs[i], "stdio", tt_rounds(1000), (const char *[]){NULL});
 }
 
 /* The same with popen, system, posix_spawn and dlopen running beside it. */
 Test(fork, beside_stdio_popen_system_spawn_and_dlopen, .timeout = 1200)
 {
     for (size_t i = 0; i < 4; i++)
-        run_fork_probe(fork_confs[i],
-                       (const char *[]){"stdio", "1000", "popen", "system", "spawn", "dlopen=libm.so.6", NULL}, 1000);
+        run_fork_probe(fork_confs[i], "stdio", tt_rounds(1000),
+                       (const char *[]){"popen", "system", "spawn", "dlopen=libm.so.6", NULL});
 }

@@ -90,10 +90,12 @@ static bool mapped(uintptr_t lo, uintptr_t hi)
     return covered >= hi;
 }
 
-/* Grow one block from 1 MiB to 1 GiB by STEP bytes (0: doubling), then shrink it back in
- * big steps, checking contents all the way. */
+/* Grow one block from 1 MiB to 1 GiB (128 MiB in the matrix and the UBSan copy:
+ * tt_rounds) by STEP bytes (0: doubling), then shrink it back in big steps, checking
+ * contents all the way. */
 static void grow_and_check(const char *remap, size_t step)
 {
+    const size_t top = (size_t)tt_rounds(8) * 128 * MiB;
     cr_assert_eq(tide_conf_set("remap", remap), 0);
     uint64_t salt = 0x1234567 + step, rng = 42;
     size_t n = MiB;
@@ -105,8 +107,8 @@ static void grow_and_check(const char *remap, size_t step)
     int nblock = 0;
     tide_stats_t s0 = tt_stats();
     size_t steps = 0;
-    while (n < 1024 * MiB) {
-        size_t next = step ? MIN_(n + step, 1024 * MiB) : 2 * n;
+    while (n < top) {
+        size_t next = step ? MIN_(n + step, top) : 2 * n;
         uint8_t *q = realloc(p, next);
         cr_assert_not_null(q, "realloc to %zu failed", next);
         size_t bad = spot_check(q, n, salt, &rng);
@@ -121,7 +123,7 @@ static void grow_and_check(const char *remap, size_t step)
         if (++steps % 1024 == 0 && nblock < 32)
             blockers[nblock++] = malloc(4 * MiB);
     }
-    cr_assert_eq(first_bad(p, 0, n, salt), SIZE_MAX, "remap:%s: contents lost at 1 GiB", remap);
+    cr_assert_eq(first_bad(p, 0, n, salt), SIZE_MAX, "remap:%s: contents lost at %zu MiB", remap, n >> 20);
     tide_stats_t s1 = tt_stats();
     cr_log_info("remap:%s, %s: %lu in place, %lu moves, %lu copies", remap, step ? "64 KiB steps" : "doubling",
                 (unsigned long)(s1.remap_in_place - s0.remap_in_place), (unsigned long)(s1.remap_moves - s0.remap_moves),
@@ -349,7 +351,7 @@ static void bounded_address_space(const char *conf_max)
     size_t n[SLOTS] = { 0 }, live = 0, peak = 0;
     unsigned s = 12345;
     uint64_t mapped0 = tt_stats().mapped;
-    for (int it = 0; it < 6000; it++) {
+    for (long it = 0, rounds = tt_rounds(6000); it < rounds; it++) {
         s = s * 1103515245u + 12345u;
         int i = (s >> 8) % SLOTS, op = (s >> 16) % 3;
         size_t want = (size_t)(1 + ((s >> 20) % 16)) << 20;
