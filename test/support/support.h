@@ -589,14 +589,16 @@ static inline const char *tt_variant_sets(const char *list, char *buf, size_t ca
             cr_skip_test("under %s: %s", tt_entry_, (why));                            \
     } while (0)
 
-/* The rounds of a long loop: N, or N / 10 (at least 1) when TIDE_TEST_SHORT is set, as
- * the configuration matrix and the UBSan copy set it (test/local.mk, test/ubsan.mk).  The
- * default run keeps the rounds that hunt rare interleavings; the reruns check what their
- * configuration or build changes, on the same 2 CPUs. */
-static inline long tt_rounds(long n)
+/* A short run: TIDE_TEST_SHORT is set, as the configuration matrix and the UBSan copy set
+ * it (test/local.mk, test/ubsan.mk).  The default run keeps the rounds that hunt rare
+ * interleavings; the reruns check what their configuration or build changes, on the same
+ * 2 CPUs.  tt_rounds: the rounds of a long loop, N, or N / 10 (at least 1) in a short run. */
+static inline bool tt_short(void)
 {
     const char *s = getenv("TIDE_TEST_SHORT");
-    return s && *s ? (n + 9) / 10 : n;
+    return s && *s;
 }
+
+static inline long tt_rounds(long n) { return tt_short() ? (n + 9) / 10 : n; }
 
 #endif /* TIDE_TEST_SUPPORT_H */

@@ -8,7 +8,8 @@
  * checks, grows and frees blocks of many sizes (up to 8 MiB), sometimes starts a thread
  * that does the same, sometimes forks a grandchild, and leaves with _exit(0).  A child
  * that deadlocks is killed by alarm() and fails the test; Criterion's .timeout guards the
- * whole test.  The matrix and the UBSan copy fork a tenth as often (tt_rounds).
+ * whole test.  The matrix and the UBSan copy fork a tenth as often (tt_rounds), and run
+ * fork_probe under the first of its configurations only.
  */
 #include "support.h"
 
@@ -362,12 +363,16 @@ static const char *const fork_confs[] = {
     "purge:free,background:on", "background:off",
 };
 
+/* How many of fork_confs a case runs, of its N: one in a short run, whose variant is the
+ * configuration the matrix checks. */
+static size_t fork_nconfs(size_t n) { return tt_short() ? 1 : n; }
+
 /* A single-threaded program forks from a signal handler that interrupted tide, with its
  * locks held, 1,000 times: neither parent nor child may hang (glibc's malloc survives
  * this; tide's prepare handler used to wait for the lock the interrupted call held). */
 Test(fork, from_a_signal_handler_that_interrupted_tide, .timeout = 1200)
 {
-    for (size_t i = 0; i < sizeof fork_confs / sizeof *fork_confs; i++)
+    for (size_t i = 0; i < fork_nconfs(sizeof fork_confs / sizeof *fork_confs); i++)
         run_fork_probe(fork_confs[i], "sigfork", tt_rounds(1000), (const char *[]){NULL});
 }
 
@@ -375,14 +380,14 @@ Test(fork, from_a_signal_handler_that_interrupted_tide, .timeout = 1200)
  * cycle through the stdio list lock, 1,000 forks under every purge policy. */
 Test(fork, beside_fflush_and_getline, .timeout = 1200)
 {
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < fork_nconfs(3); i++)
         run_fork_probe(fork_confs[i], "stdio", tt_rounds(1000), (const char *[]){NULL});
 }
 
 /* The same with popen, system, posix_spawn and dlopen running beside it. */
 Test(fork, beside_stdio_popen_system_spawn_and_dlopen, .timeout = 1200)
 {
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < fork_nconfs(4); i++)
         run_fork_probe(fork_confs[i], "stdio", tt_rounds(1000),
                        (const char *[]){"popen", "system", "spawn", "dlopen=libm.so.6", NULL});
 }
