@@ -25,9 +25,13 @@
  *   prof_probe crossfree DIR   12 threads each hold 2 MiB from cross_alloc (DIR/held.heap);
  *                              12 other threads free them (DIR/freed.heap)
  * Each prints "samples S live L walks W backtraces B dumps D reused R" (tide_stats_get) last. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getcpu, sched_setaffinity (test/system/static builds it without config.h) */
+#endif
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -616,6 +620,22 @@ static void *inslab_free_other(void *arg)
     return NULL;
 }
 
+/* Keep the calling thread on the CPU it runs on.  A thread cache refills from the arena of
+ * its CPU and flushes to the arena of each block's slab (tcache.c): a probe that moved
+ * between its frees and its mallocs would refill from other lists than the one that holds
+ * a block freed twice, and meet that copy only at the next collection (as
+ * test/api/hardening's cases pin themselves). */
+static void pin_cpu(void)
+{
+    int cpu = sched_getcpu();
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
 static int run_inslab(const char *how)
 {
     if (strcmp(how, "double") == 0 || strcmp(how, "interior") == 0) {
@@ -632,6 +652,7 @@ static int run_inslab(const char *how)
          * while it is a live sample again (as test/api/hardening's unsampled case). */
         enum { N = 3000 };
         static void *others[N];
+        pin_cpu();
         void **p = xmalloc_checked(malloc(8192));
         for (int i = 0; i < N; i++)
             others[i] = xmalloc_checked(malloc(8192));
@@ -642,6 +663,7 @@ static int run_inslab(const char *how)
         free(p);
         for (int i = 0; i < 2 * N; i++)
             xmalloc_checked(malloc(8192));
+        malloc_trim(0); /* a collection: a copy left on a list is found there */
         fprintf(stderr, "<not caught>\n");
         return 0;
     }
