@@ -184,6 +184,26 @@ bool arena_region_is_free(extent_t *slab, uintptr_t p)
     return is_free;
 }
 
+/* SLAB, empty and out of its bin, is about to go back to the page heap (CALLER: the call
+ * that gives it back).  Each region it would hand out holds the slab mark, free in its
+ * slab, unless it was freed again since it came back (the free stored the key over the
+ * mark: it is on a list too, which would hand out memory the page heap owns, and the same
+ * slot a second time once a slab or a block is cut there) or written after its free.
+ * This is the last place that reads the slab as a slab, and after it nothing would: the
+ * refill's check of the mark (arena_fill) never comes.  The pages are resident (a slab is
+ * never purged), and a return has just written one of them. */
+static void check_leaving(const extent_t *slab, const char *caller)
+{
+    size_t size = sc_size[slab->cls];
+    for (unsigned w = 0; w < SC_MAX_NREGS / 64; w++) {
+        for (uint64_t bits = slab->bitmap[w]; bits; bits &= bits - 1) {
+            void *const *obj = (void *const *)(slab->addr + (w * 64 + (unsigned)__builtin_ctzll(bits)) * size);
+            if (unlikely(obj[1] != (void *)freelist_slab_mark))
+                report_double_free_found(caller, obj, "freed twice, or never allocated");
+        }
+    }
+}
+
 /* Give back N (at most 256) objects of CLS whose slabs are SLABS[i]: how many slabs
  * they emptied (kept in their bins or given back).  Each gets the slab mark. */
 static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned n, unsigned cls, const char *caller);
@@ -250,8 +270,10 @@ static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, u
         a->counts[cls].nfree += left - keep;
         a->counts[cls].nflushes++;
         lock_release(&bin->lock);
-        for (unsigned i = 0; i < ngive; i++)
+        for (unsigned i = 0; i < ngive; i++) {
+            check_leaving(give[i], caller);
             extent_free(give[i], NULL);
+        }
         ngive = 0;
         left = keep;
     }
@@ -312,6 +334,9 @@ void arena_release_empty(uint64_t older_than)
                     batch[n++] = slab;
                 }
                 lock_release(&bin->lock);
+                /* (In free's name, as the drain of the transfer caches that comes next.) */
+                for (unsigned k = 0; k < n; k++)
+                    check_leaving(batch[k], "free");
                 extent_free_aged(batch, n);
                 more = n == ARRAY_SIZE(batch);
             }

@@ -816,6 +816,150 @@ Test(hardening, a_double_free_with_its_key_cleared_pushed_out_of_the_cache_abort
         tt_child_free(&c);
     }
 }
+/* A block back in its slab, freed again by another thread (into that thread's cache: the
+ * key over the slab mark), then every other block of its slab freed and pushed out of this
+ * thread's cache while the transfer cache and the bin's kept slabs are full and decay_ms
+ * -1 purges nothing: the slab empties and goes back to the page heap, its pages dirty, the
+ * key still in the block.  The other thread's cache would hand out memory the page heap
+ * owns, and a slab cut there next would hand out the same slot again: the block must be
+ * found before either.  The blocks, in allocation order (addresses rising, in new slabs):
+ * A (4 MiB: freed first, they fill the transfer cache and the bin's kept slabs), B (2 MiB:
+ * push the block out of the cache), the block with RELEASED_WINDOW blocks on either side
+ * (more than a slab holds: its slab lies within), C (2 MiB: push the window out). */
+#define RELEASED_WINDOW 300 /* > 256, the most regions a slab has */
+static pthread_barrier_t released_barrier;
+
+struct released_arg {
+    void *p;
+    size_t size;
+};
+
+static void *free_again_then_allocate(void *arg)
+{
+    struct released_arg *a = arg;
+    free(a->p); /* the double free: into this thread's cache */
+    pthread_barrier_wait(&released_barrier);
+    pthread_barrier_wait(&released_barrier); /* the main thread has emptied the block's slab */
+    return malloc(a->size);
+}
+
+static int released_slab(void *arg)
+{
+    tt_pin_cpu(-1);
+    size_t size = (size_t)(uintptr_t)arg;
+    tide_conf_set("decay_ms", "-1"); /* nothing purged: the slab's pages keep what they hold */
+    size_t na = 4 * MiB / size, nb = 2 * MiB / size, nc = 2 * MiB / size;
+    size_t at = na + nb + RELEASED_WINDOW, n = at + RELEASED_WINDOW + 1 + nc;
+    void **v = calloc(n, sizeof *v);
+    if (!v)
+        return 2;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = plain_malloc(size)))
+            return 2;
+    struct released_arg a = { v[at], size };
+    v[at] = NULL;
+    for (size_t i = 0; i < na; i++)
+        free(v[i]);
+    free(a.p); /* then pushed out of the cache, into its slab (the transfer cache is full) */
+    for (size_t i = na; i < na + nb; i++)
+        free(v[i]);
+    pthread_t t;
+    pthread_barrier_init(&released_barrier, NULL, 2);
+    if (pthread_create(&t, NULL, free_again_then_allocate, &a) != 0)
+        return 2;
+    pthread_barrier_wait(&released_barrier);
+    for (size_t i = na + nb; i < n; i++)
+        free(v[i]); /* the block's slab empties: given back */
+    pthread_barrier_wait(&released_barrier);
+    void *got = NULL;
+    pthread_join(t, &got);
+    /* The other thread holds GOT (the block, before the fix): no malloc may return it. */
+    for (size_t i = 0; i < 12 * MiB / size; i++)
+        if (malloc(size) == got) {
+            fprintf(stderr, "<handed out twice: %p>\n", got);
+            return 5;
+        }
+    malloc_trim(0);
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, a_double_free_whose_slab_goes_back_to_the_page_heap_aborts, .timeout = 120)
+{
+    SKIP_UNDER_NO_TCACHE();
+    static const size_t sizes[] = { 64, 1024, 8192 };
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        struct tt_child_spec spec = { .fn = released_slab, .arg = (void *)(uintptr_t)sizes[i], .timeout_s = 60 };
+        struct tt_child c;
+        cr_assert_eq(tt_child_run(&spec, &c), 0);
+        cr_assert(!tt_child_exited(&c, 2), "%zu bytes: the setting up failed: %s", sizes[i], c.err);
+        char how[96];
+        cr_expect(tt_child_signalled(&c, SIGABRT), "%zu bytes: the child %s (stderr: %s)", sizes[i],
+                  tt_child_how(&c, how, sizeof how), c.err);
+        cr_expect(strstr(c.err, "(): double free 0x") != NULL && strncmp(c.err, "tide: ", 6) == 0,
+                  "%zu bytes: stderr was \"%s\"", sizes[i], c.err);
+        tt_child_free(&c);
+    }
+}
+
+/* The same through the other way a slab goes back: kept empty in its bin (as in
+ * kept_slab), a block of it freed again by another thread, and the kept slabs given back
+ * by this thread's tide_purge (which empties this thread's cache, not the other's).  With
+ * purge:free the pages keep what they held (MADV_FREE), the key too: the other thread's
+ * cache would hand out the block from the page heap's pages. */
+static int kept_slab_given_back(void *arg)
+{
+    (void)arg;
+    tt_pin_cpu(-1);
+    static void *p[KEPT_N];
+    tide_conf_set("decay_ms", "-1");
+    tide_conf_set("purge", "free");
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < KEPT_N; i++)
+            if (!(p[i] = i == 1500 ? plain_malloc(1024) : malloc(1024)))
+                return 2;
+        for (int i = 0; i < KEPT_N; i++)
+            free(p[i]);
+    }
+    tide_stats_t s;
+    tide_stats_get(&s, sizeof s);
+    if (s.nslabs_empty == 0)
+        return 3;
+    struct released_arg a = { p[1500], 1024 };
+    pthread_t t;
+    pthread_barrier_init(&released_barrier, NULL, 2);
+    if (pthread_create(&t, NULL, free_again_then_allocate, &a) != 0)
+        return 2;
+    pthread_barrier_wait(&released_barrier);
+    tide_purge(); /* the kept slabs go back to the page heap */
+    pthread_barrier_wait(&released_barrier);
+    void *got = NULL;
+    pthread_join(t, &got);
+    for (size_t i = 0; i < 8 * MiB / 1024; i++)
+        if (malloc(1024) == got) {
+            fprintf(stderr, "<handed out twice: %p>\n", got);
+            return 5;
+        }
+    malloc_trim(0);
+    fprintf(stderr, "<not caught>\n");
+    return 0;
+}
+
+Test(hardening, a_double_free_into_a_kept_slab_given_back_by_tide_purge_aborts, .timeout = 60)
+{
+    SKIP_UNDER_NO_TCACHE();
+    struct tt_child_spec spec = { .fn = kept_slab_given_back, .timeout_s = 60 };
+    struct tt_child c;
+    cr_assert_eq(tt_child_run(&spec, &c), 0);
+    cr_assert(!tt_child_exited(&c, 2) && !tt_child_exited(&c, 3),
+              "the setting up failed (2: malloc, 3: no slab kept): stderr: %s", c.err);
+    char how[96];
+    cr_expect(tt_child_signalled(&c, SIGABRT), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
+    cr_expect(strstr(c.err, "(): double free 0x") != NULL && strncmp(c.err, "tide: ", 6) == 0, "stderr was \"%s\"",
+              c.err);
+    tt_child_free(&c);
+}
+
 /* A large block freed and purged, slabs made on its pages, and the stale pointer freed:
  * the region of a slab that starts there must not be handed out a second time (tide never
  * hands it out, and reports the free). */

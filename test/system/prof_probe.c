@@ -20,14 +20,18 @@
  *   prof_probe first           64 blocks of 1 KiB, the program's first allocations
  *   prof_probe siblings PATH   4 MiB from sibling_a and 2 MiB from sibling_b, in turns, each
  *                              through the same make_block, from the same depth of the stack
- *   prof_probe inslab [double|interior|cleared]  samples of 4-14 KiB, held by two threads,
+ *   prof_probe inslab [double|interior|cleared|released]  samples of 4-14 KiB, held by two threads,
  *                              freed by others (see run_inslab)
  *   prof_probe crossfree DIR   12 threads each hold 2 MiB from cross_alloc (DIR/held.heap);
  *                              12 other threads free them (DIR/freed.heap)
  * Each prints "samples S live L walks W backtraces B dumps D reused R" (tide_stats_get) last. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getcpu, sched_setaffinity (test/system/static builds it without config.h) */
+#endif
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -616,6 +620,32 @@ static void *inslab_free_other(void *arg)
     return NULL;
 }
 
+/* Keep the calling thread on the CPU it runs on.  A thread cache refills from the arena of
+ * its CPU and flushes to the arena of each block's slab (tcache.c): a probe that moved
+ * between its frees and its mallocs would refill from other lists than the one that holds
+ * a block freed twice, and meet that copy only at the next collection (as
+ * test/api/hardening's cases pin themselves). */
+static void pin_cpu(void)
+{
+    int cpu = sched_getcpu();
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+static pthread_barrier_t inslab_barrier;
+
+static void *inslab_free_again(void *p)
+{
+    free(p); /* the double free: into this thread's cache */
+    pthread_barrier_wait(&inslab_barrier);
+    pthread_barrier_wait(&inslab_barrier); /* the main thread has emptied the block's slab */
+    return malloc(8192);
+}
+
 static int run_inslab(const char *how)
 {
     if (strcmp(how, "double") == 0 || strcmp(how, "interior") == 0) {
@@ -632,6 +662,7 @@ static int run_inslab(const char *how)
          * while it is a live sample again (as test/api/hardening's unsampled case). */
         enum { N = 3000 };
         static void *others[N];
+        pin_cpu();
         void **p = xmalloc_checked(malloc(8192));
         for (int i = 0; i < N; i++)
             others[i] = xmalloc_checked(malloc(8192));
@@ -642,6 +673,48 @@ static int run_inslab(const char *how)
         free(p);
         for (int i = 0; i < 2 * N; i++)
             xmalloc_checked(malloc(8192));
+        malloc_trim(0); /* a collection: a copy left on a list is found there */
+        fprintf(stderr, "<not caught>\n");
+        return 0;
+    }
+    if (strcmp(how, "released") == 0) {
+        /* A sample back in its slab, freed again by another thread (into that thread's
+         * cache: the key over the slab mark), then the rest of its slab freed and pushed
+         * out of this thread's cache while the transfer cache and the bin's kept slabs are
+         * full and nothing is purged: the slab goes back to the page heap, the key still
+         * in the block, which the other thread's cache would hand out (as
+         * test/api/hardening's unsampled case).  In allocation order: A (4 MiB: fill the
+         * transfer cache and the kept slabs), B (2 MiB: push the block out), the block with
+         * W on either side (its slab, of 2 regions, lies within), C (2 MiB). */
+        enum { A = 512, B = 256, W = 4, C = 256, AT = A + B + W, N = AT + W + 1 + C };
+        static void *v[N];
+        pin_cpu();
+        tide_conf_set("decay_ms", "-1");
+        for (int i = 0; i < N; i++)
+            v[i] = xmalloc_checked(malloc(8192));
+        void *p = v[AT];
+        v[AT] = NULL;
+        for (int i = 0; i < A; i++)
+            free(v[i]);
+        free(p);
+        for (int i = A; i < A + B; i++)
+            free(v[i]);
+        pthread_t t;
+        pthread_barrier_init(&inslab_barrier, NULL, 2);
+        if (pthread_create(&t, NULL, inslab_free_again, p) != 0)
+            die("pthread_create");
+        pthread_barrier_wait(&inslab_barrier);
+        for (int i = A + B; i < N; i++)
+            free(v[i]);
+        pthread_barrier_wait(&inslab_barrier);
+        void *got = NULL;
+        pthread_join(t, &got);
+        for (int i = 0; i < 2 * N; i++)
+            if (xmalloc_checked(malloc(8192)) == got) {
+                fprintf(stderr, "<handed out twice: %p>\n", got);
+                return 5;
+            }
+        malloc_trim(0);
         fprintf(stderr, "<not caught>\n");
         return 0;
     }
