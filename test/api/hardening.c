@@ -562,12 +562,11 @@ Test(hardening, large_blocks_handed_between_threads_free_cleanly, .timeout = 120
  * when freed: handed out again, a region frees as any other; freed twice, it is a double
  * free, told by its key and its bitmap bit, not taken for a pointer tide never gave. */
 #define KEPT_N 2000 /* 500 one-page slabs: the transfer cache takes 1 MiB, the bin keeps up to 1 MiB */
-static int kept_slab(void *arg)
+/* Two rounds of KEPT_N blocks of 1 KiB (P[1500] unsampled) allocated and freed, so that
+ * their bin keeps empty slabs: 0, or 2 (a malloc failed), 3 (no slab kept: the case the
+ * caller is about did not happen). */
+static int keep_empty_slabs(void **p)
 {
-    (void)arg;
-    tt_pin_cpu(-1);
-    static void *p[KEPT_N];
-    tide_conf_set("decay_ms", "-1"); /* nothing is given back meanwhile */
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < KEPT_N; i++)
             if (!(p[i] = i == 1500 ? plain_malloc(1024) : malloc(1024)))
@@ -577,8 +576,18 @@ static int kept_slab(void *arg)
     }
     tide_stats_t s;
     tide_stats_get(&s, sizeof s);
-    if (s.nslabs_empty == 0)
-        return 3; /* no slab kept: the case this is about did not happen */
+    return s.nslabs_empty == 0 ? 3 : 0;
+}
+
+static int kept_slab(void *arg)
+{
+    (void)arg;
+    tt_pin_cpu(-1);
+    static void *p[KEPT_N];
+    tide_conf_set("decay_ms", "-1"); /* nothing is given back meanwhile */
+    int err = keep_empty_slabs(p);
+    if (err)
+        return err;
     if (tide_check() != 0)
         return 4;
     /* Freed past what the transfer cache took (1 MiB of the class) and before what the
@@ -777,6 +786,23 @@ Test(hardening, a_block_freed_by_two_threads_is_never_handed_out_twice, .timeout
     expect_abort(twice_across_threads, NULL, "tide: malloc(): double free 0x");
 }
 
+/* Runs FN(SIZE) in a child, which must abort with tide's report of a double free (at a
+ * pop, a return or a slab's return: "tide: " and "(): double free 0x" after it); exit
+ * status 2 says its setting up failed. */
+static void expect_found_in_child(int (*fn)(void *), size_t size)
+{
+    struct tt_child_spec spec = { .fn = fn, .arg = (void *)(uintptr_t)size, .timeout_s = 60 };
+    struct tt_child c;
+    cr_assert_eq(tt_child_run(&spec, &c), 0);
+    cr_assert(!tt_child_exited(&c, 2), "%zu bytes: the setting up failed: %s", size, c.err);
+    char how[96];
+    cr_expect(tt_child_signalled(&c, SIGABRT), "%zu bytes: the child %s (stderr: %s)", size,
+              tt_child_how(&c, how, sizeof how), c.err);
+    cr_expect(strstr(c.err, "(): double free 0x") != NULL && strncmp(c.err, "tide: ", 6) == 0,
+              "%zu bytes: stderr was \"%s\"", size, c.err);
+    tt_child_free(&c);
+}
+
 /* A 1-8 KiB block whose key a use after free cleared, pushed out of the thread's cache by
  * 3,000 frees of its class, then freed again: it is found where it is taken next (its slab
  * or a transfer cache: the key it lacks, the slab's bitmap, or the slab mark the second
@@ -804,17 +830,8 @@ static int cleared_key_pushed_out(void *arg)
 Test(hardening, a_double_free_with_its_key_cleared_pushed_out_of_the_cache_aborts, .timeout = 60)
 {
     static const size_t sizes[] = { 1024, 3072, 8192 };
-    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        struct tt_child_spec spec = { .fn = cleared_key_pushed_out, .arg = (void *)(uintptr_t)sizes[i], .timeout_s = 60 };
-        struct tt_child c;
-        cr_assert_eq(tt_child_run(&spec, &c), 0);
-        char how[96];
-        cr_expect(tt_child_signalled(&c, SIGABRT), "%zu bytes: the child %s (stderr: %s)", sizes[i],
-                  tt_child_how(&c, how, sizeof how), c.err);
-        cr_expect(strstr(c.err, "(): double free 0x") != NULL && strncmp(c.err, "tide: ", 6) == 0,
-                  "%zu bytes: stderr was \"%s\"", sizes[i], c.err);
-        tt_child_free(&c);
-    }
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        expect_found_in_child(cleared_key_pushed_out, sizes[i]);
 }
 /* A block back in its slab, freed again by another thread (into that thread's cache: the
  * key over the slab mark), then every other block of its slab freed and pushed out of this
@@ -841,6 +858,23 @@ static void *free_again_then_allocate(void *arg)
     pthread_barrier_wait(&released_barrier);
     pthread_barrier_wait(&released_barrier); /* the main thread has emptied the block's slab */
     return malloc(a->size);
+}
+
+/* Joins T, which returns the block it got (before the fix: the block freed twice), then
+ * mallocs BYTES of SIZE-byte blocks and a collection: none may be that block.  Returns 5
+ * ("<handed out twice>") when one is, 0 ("<not caught>") when nothing aborted. */
+static int join_then_malloc_past(pthread_t t, size_t size, size_t bytes)
+{
+    void *got = NULL;
+    pthread_join(t, &got);
+    for (size_t i = 0; i < bytes / size; i++)
+        if (malloc(size) == got) {
+            fprintf(stderr, "<handed out twice: %p>\n", got);
+            return 5;
+        }
+    malloc_trim(0);
+    fprintf(stderr, "<not caught>\n");
+    return 0;
 }
 
 static int released_slab(void *arg)
@@ -871,35 +905,15 @@ static int released_slab(void *arg)
     for (size_t i = na + nb; i < n; i++)
         free(v[i]); /* the block's slab empties: given back */
     pthread_barrier_wait(&released_barrier);
-    void *got = NULL;
-    pthread_join(t, &got);
-    /* The other thread holds GOT (the block, before the fix): no malloc may return it. */
-    for (size_t i = 0; i < 12 * MiB / size; i++)
-        if (malloc(size) == got) {
-            fprintf(stderr, "<handed out twice: %p>\n", got);
-            return 5;
-        }
-    malloc_trim(0);
-    fprintf(stderr, "<not caught>\n");
-    return 0;
+    return join_then_malloc_past(t, size, 12 * MiB);
 }
 
 Test(hardening, a_double_free_whose_slab_goes_back_to_the_page_heap_aborts, .timeout = 120)
 {
     SKIP_UNDER_NO_TCACHE();
     static const size_t sizes[] = { 64, 1024, 8192 };
-    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        struct tt_child_spec spec = { .fn = released_slab, .arg = (void *)(uintptr_t)sizes[i], .timeout_s = 60 };
-        struct tt_child c;
-        cr_assert_eq(tt_child_run(&spec, &c), 0);
-        cr_assert(!tt_child_exited(&c, 2), "%zu bytes: the setting up failed: %s", sizes[i], c.err);
-        char how[96];
-        cr_expect(tt_child_signalled(&c, SIGABRT), "%zu bytes: the child %s (stderr: %s)", sizes[i],
-                  tt_child_how(&c, how, sizeof how), c.err);
-        cr_expect(strstr(c.err, "(): double free 0x") != NULL && strncmp(c.err, "tide: ", 6) == 0,
-                  "%zu bytes: stderr was \"%s\"", sizes[i], c.err);
-        tt_child_free(&c);
-    }
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        expect_found_in_child(released_slab, sizes[i]);
 }
 
 /* The same through the other way a slab goes back: kept empty in its bin (as in
@@ -914,17 +928,9 @@ static int kept_slab_given_back(void *arg)
     static void *p[KEPT_N];
     tide_conf_set("decay_ms", "-1");
     tide_conf_set("purge", "free");
-    for (int round = 0; round < 2; round++) {
-        for (int i = 0; i < KEPT_N; i++)
-            if (!(p[i] = i == 1500 ? plain_malloc(1024) : malloc(1024)))
-                return 2;
-        for (int i = 0; i < KEPT_N; i++)
-            free(p[i]);
-    }
-    tide_stats_t s;
-    tide_stats_get(&s, sizeof s);
-    if (s.nslabs_empty == 0)
-        return 3;
+    int err = keep_empty_slabs(p);
+    if (err)
+        return err;
     struct released_arg a = { p[1500], 1024 };
     pthread_t t;
     pthread_barrier_init(&released_barrier, NULL, 2);
@@ -933,16 +939,7 @@ static int kept_slab_given_back(void *arg)
     pthread_barrier_wait(&released_barrier);
     tide_purge(); /* the kept slabs go back to the page heap */
     pthread_barrier_wait(&released_barrier);
-    void *got = NULL;
-    pthread_join(t, &got);
-    for (size_t i = 0; i < 8 * MiB / 1024; i++)
-        if (malloc(1024) == got) {
-            fprintf(stderr, "<handed out twice: %p>\n", got);
-            return 5;
-        }
-    malloc_trim(0);
-    fprintf(stderr, "<not caught>\n");
-    return 0;
+    return join_then_malloc_past(t, 1024, 8 * MiB);
 }
 
 Test(hardening, a_double_free_into_a_kept_slab_given_back_by_tide_purge_aborts, .timeout = 60)
