@@ -887,8 +887,10 @@ static int released_slab(void *arg)
     void **v = calloc(n, sizeof *v);
     if (!v)
         return 2;
+    /* (Only the block itself must be one the profiler left alone: plain_malloc reads the
+     * statistics twice a call, too slow for 130,000 blocks of 64 bytes.) */
     for (size_t i = 0; i < n; i++)
-        if (!(v[i] = plain_malloc(size)))
+        if (!(v[i] = i == at ? plain_malloc(size) : malloc(size)))
             return 2;
     struct released_arg a = { v[at], size };
     v[at] = NULL;
