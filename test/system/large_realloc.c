@@ -222,10 +222,12 @@ Test(remap, moved_block_shrunk_then_freed_heals)
     cr_expect_eq(tt_stats().remap_live, 0);
 }
 
+static long realloc_reps; /* tt_rounds(3), set before the threads start */
+
 static void *realloc_worker(void *arg)
 {
     uint64_t salt = (uintptr_t)arg, rng = salt;
-    for (int rep = 0; rep < 3; rep++) {
+    for (long rep = 0; rep < realloc_reps; rep++) {
         size_t n = MiB;
         uint8_t *p = malloc(n);
         fill(p, 0, n, salt);
@@ -250,6 +252,7 @@ static void *realloc_worker(void *arg)
 Test(remap, threads_reallocating_at_once, .timeout = 300)
 {
     pthread_t t[4];
+    realloc_reps = tt_rounds(3);
     for (long i = 0; i < 4; i++)
         pthread_create(&t[i], NULL, realloc_worker, (void *)(i + 1));
     for (int i = 0; i < 4; i++) {
@@ -269,7 +272,7 @@ static long pair_maps_max; /* the most VMAs a maps snapshot showed in tide's ran
 static void *pair_worker(void *arg)
 {
     uint64_t salt = (uintptr_t)arg;
-    for (int round = 0; round < PAIR_ROUNDS; round++) {
+    for (long round = 0, rounds = tt_rounds(PAIR_ROUNDS); round < rounds; round++) {
         uint8_t *blk[2];
         size_t n[2] = { MiB, MiB };
         for (int k = 0; k < 2; k++) {
