@@ -89,7 +89,7 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
     size_t size = sc_size[cls];
     void *first = NULL, **last = NULL;
     unsigned got = 0;
-    lock_acquire(&bin->lock);
+    lock_acquire_gated(&bin->lock);
     while (got < n) {
         rb_node_t *node = rb_first(&bin->nonfull);
         extent_t *slab;
@@ -178,7 +178,7 @@ bool arena_region_is_free(extent_t *slab, uintptr_t p)
 {
     bin_t *bin = &arenas[slab->arena]->bins[slab->cls];
     unsigned idx = region_index(slab, p, "free");
-    lock_acquire(&bin->lock);
+    lock_acquire_gated(&bin->lock);
     bool is_free = (slab->bitmap[idx >> 6] >> (idx & 63)) & 1;
     lock_release(&bin->lock);
     return is_free;
@@ -235,7 +235,7 @@ static unsigned return_to_slabs(void **objs, extent_t **slabs, unsigned batch, u
         unsigned ai = slabs[0]->arena, keep = 0;
         arena_t *a = arenas[ai];
         bin_t *bin = &a->bins[cls];
-        lock_acquire(&bin->lock);
+        lock_acquire_gated(&bin->lock);
         for (unsigned i = 0; i < left; i++) {
             extent_t *slab = slabs[i];
             uintptr_t p = (uintptr_t)objs[i];
@@ -322,7 +322,7 @@ void arena_release_empty(uint64_t older_than)
             for (bool more = ATOMIC_LOAD(&bin->nempty) != 0; more;) {
                 extent_t *batch[64];
                 unsigned n = 0;
-                lock_acquire(&bin->lock);
+                lock_acquire_gated(&bin->lock);
                 for (list_node_t *l; n < ARRAY_SIZE(batch) && (l = list_first(&bin->empty)) != NULL;) {
                     extent_t *slab = container_of(l, extent_t, lru);
                     if (slab->stamp > older_than)
@@ -354,25 +354,32 @@ bool arena_holds_empty(void)
 
 void arena_join(unsigned arena) { ATOMIC_STORE_REL(&arenas[arena]->joined, true); }
 
-static void bins_apply(bool joined_only, lock_op_t op)
+/* fork: the bins' locks are gated (lock.h), so that the parent writes none of their pages
+ * after the fork (the first write to each would copy it: a page fault, tens of
+ * microseconds on a guest).  The bins of an arena no thread has joined are not even
+ * passed: a thread that joins one now waits for ready_lock, which the handlers took
+ * first, and the only other takers of those locks (statistics, the heap check) change
+ * nothing under them (the child's reset frees any such lock it inherited held). */
+void arenas_locks(lock_op_t op)
 {
     for (unsigned i = 0; i < narenas; i++)
-        for (unsigned c = 0; c < SC_NSMALL && (!joined_only || ATOMIC_LOAD_ACQ(&arenas[i]->joined)); c++)
-            lock_apply(&arenas[i]->bins[c].lock, op);
+        for (unsigned c = 0; c < SC_NSMALL && (op == LOCK_OP_RESET || ATOMIC_LOAD_ACQ(&arenas[i]->joined)); c++)
+            lock_apply_gated(&arenas[i]->bins[c].lock, op);
 }
 
-/* fork: the parent's first write to a page after the fork copies it, so every lock the
- * handlers take and release costs the parent a page fault (tens of microseconds on a
- * guest); 4 arenas a CPU of 35 bins each are 9 pages on 2 CPUs.  The bins of an arena no
- * thread has joined are left alone: a thread that joins one now waits for ready_lock,
- * which the handlers took first, and the only other takers of those locks (statistics,
- * the heap check) change nothing under them, so the child finds them consistent (the
- * reset frees any such lock it inherited held). */
-void arenas_locks(lock_op_t op) { bins_apply(op != LOCK_OP_RESET, op); }
+void arenas_lock_all(void)
+{
+    for (unsigned i = 0; i < narenas; i++)
+        for (unsigned c = 0; c < SC_NSMALL; c++)
+            lock_acquire_gated(&arenas[i]->bins[c].lock);
+}
 
-void arenas_lock_all(void) { bins_apply(false, LOCK_OP_TAKE); }
-
-void arenas_unlock_all(void) { bins_apply(false, LOCK_OP_RELEASE); }
+void arenas_unlock_all(void)
+{
+    for (unsigned i = 0; i < narenas; i++)
+        for (unsigned c = 0; c < SC_NSMALL; c++)
+            lock_release(&arenas[i]->bins[c].lock);
+}
 
 void arenas_stats(arena_stats_t *out)
 {
@@ -380,7 +387,7 @@ void arenas_stats(arena_stats_t *out)
     for (unsigned i = 0; i < narenas; i++) {
         for (unsigned c = 0; c < SC_NSMALL; c++) {
             bin_t *bin = &arenas[i]->bins[c];
-            lock_acquire(&bin->lock);
+            lock_acquire_gated(&bin->lock);
             out->allocated += bin->nregs_live * sc_size[c];
             out->nslabs += bin->nslabs;
             out->nslabs_made += arenas[i]->counts[c].nslabs_made;
@@ -397,7 +404,7 @@ void arenas_bin_stats(unsigned ai, bin_stats_t out[SC_NSMALL])
         for (unsigned c = 0; c < SC_NSMALL; c++) {
             bin_t *bin = &arenas[i]->bins[c];
             bin_stats_t *o = &out[c];
-            lock_acquire(&bin->lock);
+            lock_acquire_gated(&bin->lock);
             const bin_counts_t *k = &arenas[i]->counts[c];
             o->nmalloc += k->nmalloc;
             o->nfree += k->nfree;

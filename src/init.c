@@ -130,6 +130,17 @@ static __thread uint64_t tide_fork_locked __attribute__((tls_model("initial-exec
 static void init_locks(lock_op_t op) { lock_apply(&tide_init_lock, op); }
 static void pageheap_locks(lock_op_t op) { lock_apply(&pageheap.lock, op); }
 
+/* The arenas' locks are gated (lock.h): the gate goes up before the first of them is
+ * passed, and down when the handlers come back past them. */
+static void gated_transfer_locks(lock_op_t op)
+{
+    if (op == LOCK_OP_TAKE)
+        lock_gate_raise();
+    transfer_locks(op);
+    if (op != LOCK_OP_TAKE)
+        lock_gate_lower(op);
+}
+
 /* How fork reaches the locks of each rank (lock.h): a new lock is a rank there and its
  * line here. */
 static void (*const fork_locks[])(lock_op_t) = {
@@ -137,7 +148,7 @@ static void (*const fork_locks[])(lock_op_t) = {
     [LOCK_RANK_PURGE] = purge_locks,
     [LOCK_RANK_BACKGROUND] = background_locks,
     [LOCK_RANK_TRANSFER_READY] = transfer_ready_locks,
-    [LOCK_RANK_TRANSFER] = transfer_locks,
+    [LOCK_RANK_TRANSFER] = gated_transfer_locks,
     [LOCK_RANK_BIN] = arenas_locks,
     [LOCK_RANK_PROF] = prof_locks,
     [LOCK_RANK_PROF_SHARD] = prof_shard_locks,

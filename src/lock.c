@@ -34,6 +34,50 @@ void lock_acquire_slow(lock_t *l)
         os_futex_wait(&l->word, 2);
 }
 
+uint32_t tide_fork_gate TIDE_FORK_LOCK;
+
+void lock_gate_raise(void) { __atomic_store_n(&tide_fork_gate, 1, __ATOMIC_SEQ_CST); }
+
+void lock_gate_lower(lock_op_t op)
+{
+    if (op == LOCK_OP_RESET)
+        __atomic_store_n(&tide_fork_gate, 0, __ATOMIC_RELAXED);
+    else if (__atomic_exchange_n(&tide_fork_gate, 0, __ATOMIC_RELEASE) == 2)
+        os_futex_wake(&tide_fork_gate, INT32_MAX);
+}
+
+void lock_gate_pass(lock_t *l)
+{
+    for (unsigned i = 0; __atomic_load_n(&l->word, __ATOMIC_SEQ_CST) != 0; i++) {
+        cpu_relax();
+        /* Its holder is off its CPU: sleep on it, as a taker would (a write, but rare). */
+        if (i == LOCK_SPINS) {
+            lock_acquire(l);
+            lock_release(l);
+            return;
+        }
+    }
+}
+
+/* L is held, and the gate was seen up.  The thread that forks (another prepare handler
+ * may allocate) and one that holds another lock go on. */
+void lock_gate_wait(lock_t *l)
+{
+    while (tide_locks_held == 1 && __atomic_load_n(&tide_fork_gate, __ATOMIC_SEQ_CST) != 0) {
+        lock_release(l);
+        uint32_t g = 1;
+        while (g != 0) {
+            g = __atomic_load_n(&tide_fork_gate, __ATOMIC_ACQUIRE);
+            if (g == 1 && !__atomic_compare_exchange_n(&tide_fork_gate, &g, 2, false, __ATOMIC_ACQUIRE,
+                                                       __ATOMIC_ACQUIRE))
+                continue;
+            if (g != 0)
+                os_futex_wait(&tide_fork_gate, 2);
+        }
+        lock_acquire(l);
+    }
+}
+
 #ifdef TIDE_LOCK_RANKS
 /* The order is checked as jemalloc's witnesses check theirs, with a count per rank instead
  * of a list of the locks held (fork holds every bin of every arena): a lock may be taken

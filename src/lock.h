@@ -180,4 +180,49 @@ static inline void lock_apply(lock_t *l, lock_op_t op)
         __atomic_store_n(&l->word, 0, __ATOMIC_RELAXED); /* (a free lock's page stays shared) */
 }
 
+/* The fork gate.  An arena's locks (ranks TRANSFER and BIN, 70 of them on 2-4 pages) are
+ * not held across a fork: a fork leaves every page of the parent write-protected, so each
+ * page their taking or releasing wrote would cost a fault per fork (tens of microseconds
+ * on a guest).  Instead the prepare handler raises the gate and then waits, reading
+ * only, until each of them is seen free; a thread that takes one afterwards, while
+ * holding no other lock, sees the gate up, lets it go and sleeps until the fork is over
+ * (the gate's store and load, the lock's exchange and the handler's load are sequentially
+ * consistent: either the handler sees the lock taken and waits for it, or the taker sees
+ * the gate up).  So no such lock is held, and none of the arenas' state is being changed,
+ * when the fork copies the address space, and the handlers write only the gate, on the
+ * TIDE_FORK_LOCK page.  A thread that already holds a lock goes on: it holds one of these
+ * (the handler holds those below them; those above rank after them), and the handler
+ * waits for it.  That needs the holders to let go of what they took after the gate no
+ * later than what they held before it: no hand-over-hand locking of these ranks (the
+ * walks that take them all take them all first). */
+extern uint32_t tide_fork_gate; /* 0 down, 1 up, 2 up and someone may sleep on it */
+void lock_gate_wait(lock_t *l);
+
+static inline void lock_acquire_gated(lock_t *l)
+{
+    lock_acquire(l);
+#if !defined(__x86_64__) && !defined(__i386__)
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* (x86's locked compare-exchange is one) */
+#endif
+    if (__builtin_expect(__atomic_load_n(&tide_fork_gate, __ATOMIC_SEQ_CST) != 0, 0))
+        lock_gate_wait(l);
+}
+
+/* What the handlers do to a gated lock: TAKE waits until it is seen free (the gate is
+ * up), the parent leaves it alone, the child frees it if a thread was turned back while
+ * it held it. */
+void lock_gate_pass(lock_t *l);
+static inline void lock_apply_gated(lock_t *l, lock_op_t op)
+{
+    if (op == LOCK_OP_TAKE)
+        lock_gate_pass(l);
+    else if (op == LOCK_OP_RESET)
+        lock_apply(l, op);
+}
+
+/* Prepare: up, before the first gated lock's pass.  Parent: down, waking who sleeps on it.
+ * Child: down (nobody else is left to sleep on it). */
+void lock_gate_raise(void);
+void lock_gate_lower(lock_op_t op);
+
 #endif

@@ -99,7 +99,7 @@ bool transfer_push(unsigned arena, unsigned cls, void *head, unsigned n)
     size_t bytes = (size_t)n * sc_size[cls];
     size_t *budget = &budgets[arena].bytes;
     bool ok = false;
-    lock_acquire(&t->lock);
+    lock_acquire_gated(&t->lock);
     if (t->n < TRANSFER_SLOTS && t->bytes + bytes <= TRANSFER_CLASS_MAX_BYTES) {
         if (ATOMIC_ADD(budget, bytes) + bytes <= TRANSFER_ARENA_MAX_BYTES) {
             transfer_slots_t *sl = slots_of(arena, cls);
@@ -137,7 +137,7 @@ unsigned transfer_pop(unsigned arena, unsigned cls, void **head)
     transfer_t *t = transfer_of(arena, cls);
     if (ATOMIC_LOAD(&t->n) == 0) /* a racy peek: an empty class costs no lock */
         return 0;
-    lock_acquire(&t->lock);
+    lock_acquire_gated(&t->lock);
     unsigned n = take_list(t, arena, cls, head);
     if (n)
         ATOMIC_STORE(&t->pops, t->pops + 1);
@@ -159,12 +159,12 @@ static void drain(bool idle_only)
              * take still starts counting afresh, or a list pushed next would look busy. */
             if (ATOMIC_LOAD(&t->n) == 0 && ATOMIC_LOAD(&t->pops) == 0)
                 continue;
-            lock_acquire(&t->lock);
+            lock_acquire_gated(&t->lock);
             bool skip = idle_only && t->pops != 0;
             ATOMIC_STORE(&t->pops, 0);
             lock_release(&t->lock);
             for (void *head; !skip;) {
-                lock_acquire(&t->lock);
+                lock_acquire_gated(&t->lock);
                 unsigned n = take_list(t, a, c, &head);
                 lock_release(&t->lock);
                 if (!n)
@@ -186,7 +186,7 @@ bool transfer_holds(unsigned cls, const void *p)
             continue;
         transfer_t *t = transfer_of(a, cls);
         const transfer_slots_t *sl = slots_of(a, cls);
-        lock_acquire(&t->lock);
+        lock_acquire_gated(&t->lock);
         for (unsigned b = 0; b < t->n && !found; b++) {
             unsigned left = sl->count[b]; /* bounded: a list made to loop ends too */
             for (void **q = sl->head[b]; q && left && !found; q = freelist_next_checked(q, cls, "free"), left--)
@@ -206,5 +206,5 @@ void transfer_locks(lock_op_t op)
 {
     for (unsigned a = 0; a < ntransfers; a++)
         for (unsigned c = 0; ready[a] && c < SC_NSMALL; c++)
-            lock_apply(&transfer_of(a, c)->lock, op);
+            lock_apply_gated(&transfer_of(a, c)->lock, op);
 }

@@ -13,6 +13,8 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -297,7 +299,7 @@ static bool arena_unused(unsigned i)
     return arenas[i]->nthreads == 0;
 }
 
-static int fork_writes_joined_bins_only(void *arg)
+static int fork_writes_no_arena_page(void *arg)
 {
     (void)arg;
     pthread_t t;
@@ -325,25 +327,31 @@ static int fork_writes_joined_bins_only(void *arg)
         _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
     }
     TT_CHILD_CHECK(pid > 0, "fork");
-    int joined = page_exclusive(bin_lock(j, SC_NSMALL / 2)), unjoined = page_exclusive(bin_lock(u, SC_NSMALL / 2));
+    int joined[SC_NSMALL], unjoined = page_exclusive(bin_lock(u, SC_NSMALL / 2)), gate = page_exclusive(&tide_fork_gate);
+    for (unsigned c = 0; c < SC_NSMALL; c++)
+        joined[c] = page_exclusive(bin_lock(j, c));
     TT_CHILD_CHECK(write(go[1], "x", 1) == 1, "write");
     int st;
     TT_CHILD_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the fork's child failed");
     pthread_barrier_wait(&fork_barrier);
     pthread_join(t, NULL);
-    if (joined < 0 || unjoined < 0) {
+    if (unjoined < 0 || gate < 0) {
         fprintf(stderr, "/proc/self/pagemap gave no entry");
         return 77;
     }
-    TT_CHILD_CHECK(joined == 1, "the page of a joined arena's bins was not copied: the fork took no lock of it?");
+    /* The handlers' own page is written (the gate goes down): the probe sees a write. */
+    TT_CHILD_CHECK(gate == 1, "the page of the fork gate was not copied: did the fork run tide's handlers?");
+    for (unsigned c = 0; c < SC_NSMALL; c++)
+        TT_CHILD_CHECK(joined[c] != 1, "the fork wrote the page of bin %u of arena %u, which a thread joined: "
+                       "a page fault for the parent at every fork", c, j);
     TT_CHILD_CHECK(unjoined == 0, "the fork wrote the page of arena %u's bins, which no thread has joined (%u arenas): "
                    "a page fault for the parent at every fork", u, narenas);
     return 0;
 }
 
-Test(lock_order, a_fork_writes_no_page_of_an_arena_no_thread_joined)
+Test(lock_order, a_fork_writes_no_page_of_an_arenas_locks)
 {
-    struct tt_child_spec spec = { .fn = fork_writes_joined_bins_only, .timeout_s = 60 };
+    struct tt_child_spec spec = { .fn = fork_writes_no_arena_page, .timeout_s = 60 };
     struct tt_child c;
     cr_assert_eq(tt_child_run(&spec, &c), 0);
     char how[96];
@@ -351,4 +359,81 @@ Test(lock_order, a_fork_writes_no_page_of_an_arena_no_thread_joined)
         cr_skip_test("not measurable here: %s", c.err);
     cr_expect(tt_child_exited(&c, 0), "the child %s (stderr: %s)", tt_child_how(&c, how, sizeof how), c.err);
     tt_child_free(&c);
+}
+
+/* ---- the fork gate (lock.h) ----------------------------------------------------------- */
+
+static atomic_int gate_step;
+
+/* Takes bin lock (0, 3) gated, then says so. */
+static void *gated_taker(void *arg)
+{
+    (void)arg;
+    atomic_store(&gate_step, 1);
+    lock_acquire_gated(bin_lock(0, 3));
+    atomic_store(&gate_step, 2);
+    lock_release(bin_lock(0, 3));
+    return NULL;
+}
+
+Test(fork_gate, a_thread_that_takes_an_arenas_lock_while_it_is_up_sleeps_until_it_is_down)
+{
+    atomic_store(&gate_step, 0);
+    lock_gate_raise();
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, gated_taker, NULL), 0);
+    /* It went to sleep on the gate (2: someone may sleep on it), the lock let go. */
+    while (__atomic_load_n(&tide_fork_gate, __ATOMIC_SEQ_CST) != 2)
+        sched_yield();
+    cr_expect_eq(atomic_load(&gate_step), 1, "the thread went past the gate while it was up");
+    cr_assert(lock_try(bin_lock(0, 3)), "the thread that met the gate kept the lock");
+    lock_release(bin_lock(0, 3));
+    lock_gate_lower(LOCK_OP_RELEASE);
+    pthread_join(t, NULL);
+    cr_expect_eq(atomic_load(&gate_step), 2, "the thread did not take the lock once the gate was down");
+    cr_expect_eq(tide_fork_gate, 0);
+}
+
+Test(fork_gate, a_thread_that_holds_another_lock_goes_past_it)
+{
+    /* (As the walks that take every bin do: the first taken before the gate went up.) */
+    lock_acquire(bin_lock(0, 2));
+    lock_gate_raise();
+    lock_acquire_gated(bin_lock(0, 3));
+    cr_expect_eq(tide_fork_gate, 1, "it slept on the gate");
+    lock_release(bin_lock(0, 3));
+    lock_release(bin_lock(0, 2));
+    lock_gate_lower(LOCK_OP_RELEASE);
+}
+
+static atomic_int holder_step;
+
+static void *holder(void *arg)
+{
+    (void)arg;
+    lock_acquire(bin_lock(0, 4));
+    atomic_store(&holder_step, 1);
+    while (atomic_load(&holder_step) != 2)
+        sched_yield();
+    atomic_store(&holder_step, 3);
+    lock_release(bin_lock(0, 4));
+    return NULL;
+}
+
+Test(fork_gate, the_handlers_pass_waits_for_the_holder_and_writes_no_free_lock)
+{
+    atomic_store(&holder_step, 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, holder, NULL), 0);
+    while (atomic_load(&holder_step) != 1)
+        sched_yield();
+    atomic_store(&holder_step, 2);
+    lock_gate_pass(bin_lock(0, 4));
+    cr_expect_eq(atomic_load(&holder_step), 3, "the pass returned while the lock was held");
+    pthread_join(t, NULL);
+    /* A free lock is only read: its word stays as it was. */
+    lock_t l;
+    lock_init(&l, LOCK_RANK_BIN);
+    lock_gate_pass(&l);
+    cr_expect_eq(l.word, 0);
 }
