@@ -16,7 +16,12 @@
  *    at it: when at most UNIT_SLACK of its pages are not resident (mincore) it is
  *    collapsed (MADV_COLLAPSE, which sets no VMA flag), which costs at most that much
  *    memory; else it is looked at again later, a few times.  So are the metadata range's
- *    units, under this advice and the next.
+ *    units, under this advice and the next (with more slack: metadata is a small part of
+ *    such a heap), and the page map's below each range's base: the unit that holds the
+ *    entries of the heap's k-th GiB is looked at once that GiB could be in use.  Every
+ *    page left in 4 KiB pages costs every fork a page-table entry to copy (about 0.1 us
+ *    each here: a 1 GiB heap's page map and metadata, some 1,000 entries, were most of
+ *    what a fork cost tide beyond mimalloc 3's).
  *  - nohuge (from the first purge that splits a unit with blocks in it): MADV_NOHUGEPAGE.
  *    Under MADV_HUGEPAGE khugepaged would collapse such a unit again, making the purged
  *    pages resident (up to 511 of a unit's 512 missing, max_ptes_none); from here the heap
@@ -39,8 +44,12 @@
 #define DENSE_PAGES (UNIT_PAGES * 9 / 10)
 /* ... and is collapsed when at most this many of its pages are not resident (1.6%). */
 #define UNIT_SLACK 8
+/* ... a unit of the metadata range or of a page map when at most this many (12.5%). */
+#define META_SLACK 64
 /* Times a dense unit that is not yet resident enough is looked at again. */
 #define UNIT_TRIES 16
+/* A page map's next unit is looked at again when this much more of the heap is in use. */
+#define PM_LOOK_STEP (16 * MiB)
 /* EINVALs for dense units before any collapse worked that mean the kernel refuses
  * MADV_COLLAPSE (one unit may hold what the kernel will not collapse). */
 #define REFUSED_AFTER 4
@@ -70,6 +79,16 @@ static int refused;                         /* the kernel refuses MADV_COLLAPSE 
 static int einvals, collapse_ok;            /* atomic */
 static uint64_t n_collapsed, n_failed, n_meta; /* atomic */
 static size_t huge_from[REGION_MAX_RANGES]; /* units from here were empty at MADV_HUGEPAGE */
+/* The page maps' units, counted down from each range's base: how many were collapsed or
+ * given up, the tries of the next, and the pages in use at which to look again.  Page-heap
+ * lock. */
+static size_t pm_done[REGION_MAX_RANGES];
+static unsigned pm_tries[REGION_MAX_RANGES];
+static size_t pm_look_at = SIZE_MAX;
+static int pm_due; /* pm_look_at reached (atomic) */
+/* A metadata unit not resident enough when it was handed out, looked at again. */
+static uintptr_t meta_again, meta_again_last; /* page-heap lock (meta_again read atomic) */
+static unsigned meta_again_tries;
 
 void extent_huge_init(void) { thp_setting = os_thp_setting(); }
 
@@ -117,6 +136,8 @@ static void set_advice(int a)
     region_set_advice(a);
     if (a != REGION_ADVICE_HUGE)
         return;
+    meta_advise_huge();
+    pm_look_at = 0;
     /* The units in use so far: the dense ones wait to be collapsed (64 MiB of heap: at
      * most 32 of them, well within the queue). */
     unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
@@ -143,6 +164,8 @@ void extent_units_use(unsigned range, uintptr_t addr, size_t npages, bool used)
     if (unlikely(used && advice() == REGION_ADVICE_NONE && (pageheap.npages_active << LG_PAGE) >= ADVISE_MIN_ACTIVE) &&
         extent_huge_active())
         set_advice(REGION_ADVICE_HUGE);
+    if (used && pageheap.npages_active >= pm_look_at && advice() == REGION_ADVICE_HUGE)
+        ATOMIC_STORE(&pm_due, 1);
     uintptr_t origin = unit_origin(range), end = addr + (npages << LG_PAGE);
     size_t first = (addr - origin) >> LG_HUGEPAGE, last = (end - 1 - origin) >> LG_HUGEPAGE;
     for (size_t i = first; i <= last; i++) {
@@ -193,32 +216,96 @@ bool extent_huge_pending(void)
 {
     /* (The metadata range takes no advice: its units are collapsed under either.) */
     int a = advice();
-    return a != REGION_ADVICE_NONE && ((ATOMIC_LOAD(&q_len) != 0 && a == REGION_ADVICE_HUGE) || meta_full_unit_waits()) &&
+    return a != REGION_ADVICE_NONE &&
+           ((a == REGION_ADVICE_HUGE && (ATOMIC_LOAD(&q_len) != 0 || ATOMIC_LOAD(&pm_due))) ||
+            meta_full_unit_waits() || ATOMIC_LOAD(&meta_again) != 0) &&
            extent_huge_active();
 }
 
+/* Collapse the unit at U when at most SLACK of its pages are missing: 0, -1 when too many
+ * are, else the kernel's error.  No lock held. */
+static int collapse_resident(uintptr_t u, size_t slack)
+{
+    if ((os_resident(u, HUGEPAGE) >> LG_PAGE) + slack < UNIT_PAGES)
+        return -1;
+    int err = os_collapse(u, HUGEPAGE);
+    if (err)
+        ATOMIC_ADD(&n_failed, 1);
+    else
+        ATOMIC_STORE(&collapse_ok, 1);
+    return err;
+}
+
+/* The next unit of each range's page map whose GiB of heap is mapped.  Returns how many
+ * were collapsed.  No lock held. */
+static unsigned collapse_page_maps(void)
+{
+    unsigned done = 0;
+    lock_acquire(&pageheap.lock);
+    pm_look_at = pageheap.npages_active + (PM_LOOK_STEP >> LG_PAGE);
+    ATOMIC_STORE(&pm_due, 0);
+    unsigned n = ATOMIC_LOAD_ACQ(&region.nranges);
+    for (unsigned r = 0; r < n && advice() == REGION_ADVICE_HUGE; r++) {
+        const range_t *rg = &region.ranges[r];
+        size_t k = pm_done[r];
+        uintptr_t u = rg->base - (k + 1) * HUGEPAGE;
+        if (u < rg->pm_lo || ATOMIC_LOAD(&rg->end) - rg->base < (k + 1) * (HUGEPAGE / REGION_PM_ENTRY_BYTES * PAGE))
+            continue;
+        lock_release(&pageheap.lock);
+        int err = collapse_resident(u, META_SLACK);
+        lock_acquire(&pageheap.lock);
+        if (err == 0) {
+            ATOMIC_ADD(&n_meta, 1);
+            done++;
+        }
+        if (err >= 0 || ++pm_tries[r] >= UNIT_TRIES) {
+            pm_done[r] = k + 1;
+            pm_tries[r] = 0;
+        }
+    }
+    lock_release(&pageheap.lock);
+    return done;
+}
+
 /* A unit of the metadata range handed out whole (extent descriptors, mostly): collapsed
- * like a dense unit, when at most UNIT_SLACK of its pages are missing.  Returns whether it
- * was.  No lock held. */
+ * like a dense unit, when at most META_SLACK of its pages are missing; else looked at
+ * again later (one such unit at a time), a few times.  Returns whether one was.  No lock
+ * held. */
 static bool collapse_meta_unit(void)
 {
-    uintptr_t u = meta_take_full_unit();
-    if (!u || (os_resident(u, HUGEPAGE) >> LG_PAGE) + UNIT_SLACK < UNIT_PAGES)
+    lock_acquire(&pageheap.lock);
+    uintptr_t u = meta_again;
+    ATOMIC_STORE(&meta_again, 0);
+    lock_release(&pageheap.lock);
+    if (!u)
+        u = meta_take_full_unit();
+    if (!u)
         return false;
-    if (os_collapse(u, HUGEPAGE) != 0) {
-        ATOMIC_ADD(&n_failed, 1);
-        return false;
+    int err = collapse_resident(u, META_SLACK);
+    if (err == 0) {
+        ATOMIC_ADD(&n_meta, 1);
+        return true;
     }
-    ATOMIC_STORE(&collapse_ok, 1);
-    ATOMIC_ADD(&n_meta, 1);
-    return true;
+    lock_acquire(&pageheap.lock);
+    if (err < 0 && meta_again == 0) {
+        if (u != meta_again_last) {
+            meta_again_last = u;
+            meta_again_tries = 0;
+        }
+        if (++meta_again_tries < UNIT_TRIES)
+            ATOMIC_STORE(&meta_again, u);
+    }
+    lock_release(&pageheap.lock);
+    return false;
 }
 
 void extent_huge_work(unsigned budget)
 {
-    if (budget && meta_full_unit_waits() && advice() != REGION_ADVICE_NONE && extent_huge_active() &&
-        collapse_meta_unit())
+    if (budget && (meta_full_unit_waits() || ATOMIC_LOAD(&meta_again) != 0) && advice() != REGION_ADVICE_NONE &&
+        extent_huge_active() && collapse_meta_unit())
         budget--;
+    if (budget && advice() == REGION_ADVICE_HUGE && ATOMIC_LOAD(&pm_due) && extent_huge_active())
+        budget -= MIN(budget, collapse_page_maps());
     for (unsigned look = 0; budget && look < 2 * budget + 2 && extent_huge_pending(); look++) {
         lock_acquire(&pageheap.lock);
         if (q_len == 0) {

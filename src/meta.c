@@ -27,6 +27,7 @@ static size_t mapped, used;
 /* Per chunk, where the 2 MiB units not yet handed to meta_take_full_unit start. */
 static uintptr_t unit_next[META_MAX_CHUNKS];
 static int units_ready; /* a unit was handed out whole since the last look (atomic) */
+static bool huge;       /* MADV_HUGEPAGE on the range, and on what it grows by */
 
 static int new_chunk(size_t len, uintptr_t hint)
 {
@@ -37,6 +38,8 @@ static int new_chunk(size_t len, uintptr_t hint)
     if (err && os_map_anywhere(len, PAGE, &a) != 0)
         return ENOMEM;
     os_name(a, len, META_NAME);
+    if (huge)
+        os_hugepage(a, len);
     chunk_lo[nchunks] = a;
     chunk_hi[nchunks] = a + len;
     nchunks++;
@@ -50,8 +53,10 @@ int meta_init(void)
 {
     lock_init(&meta_lock, LOCK_RANK_META);
     uint64_t seed = os_random_seed();
+    /* On a 2 MiB boundary, so that its first unit can be collapsed too (a unit the range
+     * starts inside stays in 4 KiB pages, each an entry for every fork to copy). */
     uintptr_t hint = META_HINT_LO + (uintptr_t)(seed % META_HINT_SPAN_GIB) * GiB +
-                     ((uintptr_t)(seed >> 20) % (GiB / PAGE)) * PAGE;
+                     ((uintptr_t)(seed >> 20) % (GiB / HUGEPAGE)) * HUGEPAGE;
     return new_chunk(META_MIN_GROW, hint);
 }
 
@@ -60,8 +65,12 @@ int meta_init(void)
 static int grow(size_t size)
 {
     size_t step = ALIGN_UP(MAX(size, MAX(mapped / 4, META_MIN_GROW)), PAGE);
+    if (huge) /* (to a 2 MiB boundary: a unit the range ends inside stays in 4 KiB pages) */
+        step = ALIGN_UP(end + step, HUGEPAGE) - end;
     if (os_map_at(end, step) == 0) {
         os_name(end, step, META_NAME); /* before anything could merge with it */
+        if (huge)
+            os_hugepage(end, step);
         chunk_hi[nchunks - 1] = end + step;
         end += step;
         mapped += step;
@@ -85,6 +94,17 @@ void *meta_alloc(size_t size)
     }
     lock_release(&meta_lock);
     return p;
+}
+
+void meta_advise_huge(void)
+{
+    lock_acquire(&meta_lock);
+    if (!huge) {
+        huge = true;
+        for (unsigned i = 0; i < nchunks; i++)
+            os_hugepage(chunk_lo[i], chunk_hi[i] - chunk_lo[i]);
+    }
+    lock_release(&meta_lock);
 }
 
 bool meta_full_unit_waits(void) { return ATOMIC_LOAD(&units_ready) != 0; }

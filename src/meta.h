@@ -24,6 +24,12 @@ void *meta_alloc(size_t size);
 /* Whether a 2 MiB unit of the range was handed out whole since meta_take_full_unit last
  * said there was none. */
 bool meta_full_unit_waits(void);
+
+/* MADV_HUGEPAGE on the range, and from now on on what it grows by (to 2 MiB boundaries):
+ * a unit first touched from here is a huge page at its first fault.  thp:auto's heap
+ * takes it when it gives its own range that advice; metadata is never purged, so it
+ * keeps it. */
+void meta_advise_huge(void);
 /* The next aligned 2 MiB unit wholly handed out (each once), or 0: thp:auto collapses it
  * when it is resident (extent_huge.c).  Takes meta's lock. */
 uintptr_t meta_take_full_unit(void);
