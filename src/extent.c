@@ -39,9 +39,13 @@ pageheap_t pageheap TIDE_FORK_LOCK;
 #define DESC_BATCH 32 /* descriptors fetched from the metadata range at a time */
 #define SPAN_CANDIDATES 8   /* largest runs of each state a span search starts from */
 #define EXTEND_SLACK (64 * MiB) /* growth in place by extending the range is always allowed this far */
-#define HEAP_SKIP_MAX_PAGES 512 /* the first range's heap starts up to this many pages in */
+#define HEAP_SKIP_MAX_PAGES 512 /* the first blocks start up to this many pages into the heap's second unit */
 #define SLAB_AVOID_TRIES 8 /* runs take() looks at past a freed block's (for a slab) */
 #define GIANT_PAGES ((256 * MiB) >> LG_PAGE) /* blocks placed to let the range shrink after them (take) */
+
+/* The first blocks' random offset into the range's second unit, kept out of use until
+ * thp:auto's huge pages (extent_init).  Lock held. */
+static extent_t *heap_skip;
 
 /* ---- page-map edges -------------------------------------------------------------- */
 
@@ -279,17 +283,39 @@ int extent_init(void)
     list_init(&pageheap.dirty_lru);
     extent_huge_init();
     /* The first range starts empty: its first page is a guard (below it lies the page
-     * map), the rest goes to the heap. */
+     * map), and the rest of its first 2 MiB unit stays unused (address space, not
+     * memory): a unit that holds the guard is never a huge page, and a fork copies an
+     * entry for each of its 4 KiB pages in use.  The heap starts a random number of pages
+     * (0 to 511) into the second unit, so that where the first blocks are has the range's
+     * randomness and 9 bits more; those pages are kept out of use until thp:auto gives
+     * the range huge pages (extent_release_heap_skip), so that the unit can be one. */
     const range_t *r = &region.ranges[0];
-    /* The heap starts a random number of pages (1 to 512) after it, so that where the first
-     * blocks are has the range's randomness and 9 bits more (the pages between stay
-     * unused: address space, not memory). */
-    size_t skip = 1 + (size_t)(os_random_seed() % HEAP_SKIP_MAX_PAGES);
-    extent_reserve_guard(0, r->base, skip);
-    if (extent_desc_reserve(1) != 0)
+    size_t unit = HUGEPAGE >> LG_PAGE, skip = (size_t)(os_random_seed() % HEAP_SKIP_MAX_PAGES);
+    extent_reserve_guard(0, r->base, unit + skip);
+    if (extent_desc_reserve(2) != 0)
         return ENOMEM;
-    extent_add_free_run(r->base + (skip << LG_PAGE), ((r->end - r->base) >> LG_PAGE) - skip, 0, EXTENT_CLEAN, 0);
+    if (skip) {
+        heap_skip = extent_desc_get();
+        heap_skip->addr = r->base + HUGEPAGE;
+        heap_skip->npages = skip;
+    }
+    extent_add_free_run(r->base + ((unit + skip) << LG_PAGE), ((r->end - r->base) >> LG_PAGE) - unit - skip, 0,
+                        EXTENT_CLEAN, 0);
     return 0;
+}
+
+void extent_release_heap_skip(void)
+{
+    extent_t *e = heap_skip;
+    if (!e)
+        return;
+    heap_skip = NULL;
+    const range_t *r = &region.ranges[0];
+    size_t unit = HUGEPAGE >> LG_PAGE;
+    pm_write(r, r->base + ((unit - 1) << LG_PAGE), pm_reserved(unit));
+    pm_write(r, r->base, pm_reserved(unit));
+    pageheap.npages_reserved -= e->npages;
+    extent_insert_free(e, EXTENT_CLEAN, 0);
 }
 
 void extent_reserve_guard(unsigned range, uintptr_t base, size_t npages)

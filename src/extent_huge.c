@@ -137,6 +137,7 @@ static void set_advice(int a)
     if (a != REGION_ADVICE_HUGE)
         return;
     meta_advise_huge();
+    extent_release_heap_skip();
     pm_look_at = 0;
     /* The units in use so far: the dense ones wait to be collapsed (64 MiB of heap: at
      * most 32 of them, well within the queue). */

@@ -40,6 +40,9 @@ void extent_insert_free(extent_t *e, unsigned state, uint64_t stamp);
 void extent_keep_freed_head(extent_t *run, const extent_t *part);
 /* Make [ADDR, ADDR + NPAGES pages) of range RANGE a free run (one descriptor). */
 void extent_add_free_run(uintptr_t addr, size_t npages, unsigned range, unsigned state, uint64_t stamp);
+/* The pages the first blocks were placed past (extent_init) go to the heap: under
+ * MADV_HUGEPAGE the unit they lie in can then be filled and collapsed.  Lock held. */
+void extent_release_heap_skip(void);
 /* Merge the adjacent free runs from L to R, whatever their states, into one in the least
  * clean of them; returns it, in its tree. */
 extent_t *extent_merge_span(extent_t *l, extent_t *r);

@@ -496,3 +496,32 @@ Test(page_heap, split_leaves_the_right_pieces_free, .timeout = 180) { in_child(s
 Test(page_heap, coalesces_with_neighbours_in_the_same_state_only, .timeout = 180) { in_child(coalesce_case); }
 Test(page_heap, merges_a_span_of_states_when_no_run_fits, .timeout = 180) { in_child(span_merge_case); }
 Test(page_heap, a_decay_pass_takes_the_high_end_of_the_oldest_run, .timeout = 180) { in_child(take_exact_case); }
+
+/* The range's first 2 MiB unit holds the guard page and nothing else (extent_init): a unit
+ * with a guard in it is never a huge page, so any page of it in use would cost every fork
+ * a page-table entry to copy.  The first blocks, small and large, land past it. */
+Test(page_heap, the_ranges_first_unit_holds_only_its_guard)
+{
+    enum { N = 256 };
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc((size_t)16 << (i % 14));
+        cr_assert_not_null(p[i]);
+        memset(p[i], 1, 16);
+    }
+    const range_t *r = &region.ranges[0];
+    unsigned char vec[HUGEPAGE >> LG_PAGE];
+    cr_assert_eq(mincore((void *)r->base, HUGEPAGE, vec), 0);
+    unsigned resident = 0;
+    for (size_t i = 0; i < sizeof vec; i++)
+        resident += vec[i] & 1;
+    cr_expect_eq(resident, 0, "%u pages of the range's first unit are resident", resident);
+    pm_entry_t e = pm_read(r, r->base);
+    cr_expect(pm_is_reserved(e) && pm_reserved_pages(e) >= HUGEPAGE >> LG_PAGE,
+              "the pages kept out of use at the range's base are not its whole first unit");
+    for (int i = 0; i < N; i++) {
+        cr_expect_geq((uintptr_t)p[i], r->base + HUGEPAGE, "a block of %zu B at %p, in the first unit",
+                      (size_t)16 << (i % 14), p[i]);
+        free(p[i]);
+    }
+}
