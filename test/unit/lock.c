@@ -12,6 +12,7 @@
  * case is about them (the page heap's, the bins'), else locks of the test given a rank.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -278,13 +279,15 @@ Test(lock_order, a_fork_takes_every_lock_in_rank_order)
  * child; one it wrote was copied.  -1 if unknown. */
 static int page_exclusive(const void *addr)
 {
-    FILE *f = fopen("/proc/self/pagemap", "rb");
-    if (!f)
+    /* (open and pread, not stdio: an allocation here would write a bin's page itself,
+     * under tcache:off) */
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0)
         return -1;
     uint64_t e = 0;
     long page = sysconf(_SC_PAGESIZE);
-    int ok = fseek(f, (long)((uintptr_t)addr / (uintptr_t)page * sizeof e), SEEK_SET) == 0 && fread(&e, sizeof e, 1, f) == 1;
-    fclose(f);
+    bool ok = pread(fd, &e, sizeof e, (off_t)((uintptr_t)addr / (uintptr_t)page * sizeof e)) == (ssize_t)sizeof e;
+    close(fd);
     if (!ok || !(e >> 63 & 1))
         return -1;
     return (int)(e >> 56 & 1);
@@ -363,13 +366,18 @@ Test(lock_order, a_fork_writes_no_page_of_an_arenas_locks)
 
 /* ---- the fork gate (lock.h) ----------------------------------------------------------- */
 
+/* While the gate is up here, no thread of the test may allocate or assert (Criterion's
+ * assertions may allocate): outside a fork, nothing holds the locks that let the forking
+ * thread past it, and under tcache:off every allocation takes a bin lock.  What is seen
+ * is kept, and asserted once the gate is down. */
 static atomic_int gate_step;
 
-/* Takes bin lock (0, 3) gated, then says so. */
+/* Waits for the go, takes bin lock (0, 3) gated, then says so. */
 static void *gated_taker(void *arg)
 {
     (void)arg;
-    atomic_store(&gate_step, 1);
+    while (atomic_load(&gate_step) != 1)
+        sched_yield();
     lock_acquire_gated(bin_lock(0, 3));
     atomic_store(&gate_step, 2);
     lock_release(bin_lock(0, 3));
@@ -379,17 +387,20 @@ static void *gated_taker(void *arg)
 Test(fork_gate, a_thread_that_takes_an_arenas_lock_while_it_is_up_sleeps_until_it_is_down)
 {
     atomic_store(&gate_step, 0);
-    lock_gate_raise();
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, gated_taker, NULL), 0);
+    lock_gate_raise();
+    atomic_store(&gate_step, 1);
     /* It went to sleep on the gate (2: someone may sleep on it), the lock let go. */
     while (__atomic_load_n(&tide_fork_gate, __ATOMIC_SEQ_CST) != 2)
         sched_yield();
-    cr_expect_eq(atomic_load(&gate_step), 1, "the thread went past the gate while it was up");
-    cr_assert(lock_try(bin_lock(0, 3)), "the thread that met the gate kept the lock");
-    lock_release(bin_lock(0, 3));
+    int step_while_up = atomic_load(&gate_step), lock_was_free = lock_try(bin_lock(0, 3));
+    if (lock_was_free)
+        lock_release(bin_lock(0, 3));
     lock_gate_lower(LOCK_OP_RELEASE);
     pthread_join(t, NULL);
+    cr_expect_eq(step_while_up, 1, "the thread went past the gate while it was up");
+    cr_expect(lock_was_free, "the thread that met the gate kept the lock");
     cr_expect_eq(atomic_load(&gate_step), 2, "the thread did not take the lock once the gate was down");
     cr_expect_eq(tide_fork_gate, 0);
 }
@@ -400,10 +411,11 @@ Test(fork_gate, a_thread_that_holds_another_lock_goes_past_it)
     lock_acquire(bin_lock(0, 2));
     lock_gate_raise();
     lock_acquire_gated(bin_lock(0, 3));
-    cr_expect_eq(tide_fork_gate, 1, "it slept on the gate");
+    uint32_t gate_then = __atomic_load_n(&tide_fork_gate, __ATOMIC_SEQ_CST);
     lock_release(bin_lock(0, 3));
     lock_release(bin_lock(0, 2));
     lock_gate_lower(LOCK_OP_RELEASE);
+    cr_expect_eq(gate_then, 1, "it slept on the gate");
 }
 
 static atomic_int holder_step;
@@ -429,8 +441,9 @@ Test(fork_gate, the_handlers_pass_waits_for_the_holder_and_writes_no_free_lock)
         sched_yield();
     atomic_store(&holder_step, 2);
     lock_gate_pass(bin_lock(0, 4));
-    cr_expect_eq(atomic_load(&holder_step), 3, "the pass returned while the lock was held");
+    int step_after_pass = atomic_load(&holder_step);
     pthread_join(t, NULL);
+    cr_expect_eq(step_after_pass, 3, "the pass returned while the lock was held");
     /* A free lock is only read: its word stays as it was. */
     lock_t l;
     lock_init(&l, LOCK_RANK_BIN);
