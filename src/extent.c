@@ -51,6 +51,14 @@ static extent_t *heap_skip;
 
 const range_t *extent_range(const extent_t *e) { return &region.ranges[e->range]; }
 
+/* NPAGES pages from BASE of R kept out of use: no descriptor, the first and last entries
+ * carry the length. */
+static void mark_reserved(const range_t *r, uintptr_t base, size_t npages)
+{
+    pm_write(r, base + ((npages - 1) << LG_PAGE), pm_reserved(npages));
+    pm_write(r, base, pm_reserved(npages));
+}
+
 /* The entries of E's first and last pages (one page: FIRST). */
 static void set_edges(extent_t *e, pm_entry_t first, pm_entry_t last)
 {
@@ -310,22 +318,16 @@ void extent_release_heap_skip(void)
     if (!e)
         return;
     heap_skip = NULL;
-    const range_t *r = &region.ranges[0];
-    size_t unit = HUGEPAGE >> LG_PAGE;
-    pm_write(r, r->base + ((unit - 1) << LG_PAGE), pm_reserved(unit));
-    pm_write(r, r->base, pm_reserved(unit));
+    mark_reserved(&region.ranges[0], region.ranges[0].base, HUGEPAGE >> LG_PAGE);
     pageheap.npages_reserved -= e->npages;
     extent_insert_free(e, EXTENT_CLEAN, 0);
 }
 
 void extent_reserve_guard(unsigned range, uintptr_t base, size_t npages)
 {
-    /* No descriptor: the first and last entries carry the length.  The guard costs no VMA
-     * where the kernel has MADV_GUARD_INSTALL (6.13+); elsewhere the page simply stays
-     * unused. */
-    const range_t *r = &region.ranges[range];
-    pm_write(r, base + ((npages - 1) << LG_PAGE), pm_reserved(npages));
-    pm_write(r, base, pm_reserved(npages));
+    /* The guard costs no VMA where the kernel has MADV_GUARD_INSTALL (6.13+); elsewhere
+     * the page simply stays unused. */
+    mark_reserved(&region.ranges[range], base, npages);
     os_guard(base, PAGE);
     pageheap.npages_reserved += npages;
 }

@@ -223,8 +223,8 @@ bool extent_huge_pending(void)
            extent_huge_active();
 }
 
-/* Collapse the unit at U when at most SLACK of its pages are missing: 0, -1 when too many
- * are, else the kernel's error.  No lock held. */
+/* Collapse the unit at U when at most SLACK of its pages are missing (counted in the
+ * statistics): 0, -1 when too many are, else the kernel's error.  No lock held. */
 static int collapse_resident(uintptr_t u, size_t slack)
 {
     if ((os_resident(u, HUGEPAGE) >> LG_PAGE) + slack < UNIT_PAGES)
@@ -334,15 +334,12 @@ void extent_huge_work(unsigned budget)
         lock_release(&pageheap.lock);
         /* Its pages may be freed meanwhile: a collapse keeps every byte as it is, so at
          * worst a unit that just lost pages is resident again, until they decay. */
-        int err = -1;
-        if ((os_resident(u, HUGEPAGE) >> LG_PAGE) + UNIT_SLACK >= UNIT_PAGES)
-            err = os_collapse(u, HUGEPAGE);
+        int err = collapse_resident(u, UNIT_SLACK);
         lock_acquire(&pageheap.lock);
         rec = unit_rec(range, i);
         v = rec ? *rec : 0;
         if (err == 0) {
             v = (v & ~U_QUEUED) | U_HUGE;
-            ATOMIC_STORE(&collapse_ok, 1);
             ATOMIC_ADD(&n_collapsed, 1);
             budget--;
         } else if (err < 0) {
@@ -354,7 +351,6 @@ void extent_huge_work(unsigned budget)
                 v &= ~U_QUEUED;
         } else {
             v &= ~U_QUEUED;
-            ATOMIC_ADD(&n_failed, 1);
             if (err == EINVAL && !ATOMIC_LOAD(&collapse_ok) && ATOMIC_ADD(&einvals, 1) + 1 >= REFUSED_AFTER) {
                 ATOMIC_STORE(&refused, 1);
                 if (advice() == REGION_ADVICE_HUGE)
