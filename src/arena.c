@@ -126,7 +126,7 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
                     lock_release(&bin->lock);
                     report_double_free_found("malloc", obj, "freed twice, or never allocated");
                 }
-                obj[1] = (void *)freelist_key;
+                obj[1] = fl_key(obj);
                 if (last)
                     fl_set_next(last, obj);
                 else
@@ -294,7 +294,7 @@ unsigned arena_return_list(void *head, unsigned count, unsigned cls, const char 
         /* A listed object without its key was handed out meanwhile (it was on two lists:
          * its link may lead into the other one), or written after its free: found before
          * the link is followed. */
-        if (unlikely(p[1] != (void *)freelist_key))
+        if (unlikely(p[1] != fl_key(p)))
             freelist_lost_key(caller, p);
         /* Each link is checked as it is followed, by the page-map read that finds its slab. */
         void **next = fl_next(p);

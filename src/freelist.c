@@ -10,19 +10,19 @@
 #include "report.h"
 #include "size_class.h"
 
-uintptr_t freelist_secret, freelist_key, freelist_slab_mark;
+uintptr_t freelist_secret, freelist_slab_mark;
+
+_Static_assert(QUANTUM == 16, "a key's low 4 bits are the secret's");
 
 void freelist_init(void)
 {
     /* Never 0: an all-zero word must not decode to a NULL link (the end of a list) in a
      * page of its own. */
     freelist_secret = (uintptr_t)os_random_seed() | ((uintptr_t)1 << 63);
-    /* Odd: never a pointer the program could have left.  Drawn apart from the secret:
-     * they are stored in free objects, where a use after free can read them. */
-    freelist_key = (uintptr_t)os_random_seed() | 1;
-    do
-        freelist_slab_mark = (uintptr_t)os_random_seed() | 1;
-    while (freelist_slab_mark == freelist_key);
+    /* Drawn apart from the secret (it is stored in free objects, where a use after free
+     * can read it), and never a key: a key's low 4 bits are the secret's. */
+    freelist_slab_mark = ((uintptr_t)os_random_seed() & ~(uintptr_t)(QUANTUM - 1)) |
+                         ((freelist_secret ^ 1) & (QUANTUM - 1));
 }
 
 void *freelist_block_of(const void *next, unsigned cls)
@@ -85,8 +85,11 @@ void freelist_bad_block(const char *func, const void *obj, unsigned cls, const c
     abort();
 }
 
-void freelist_bad_pop(const void *obj, const void *next)
+void freelist_bad_pop(void *const *obj)
 {
+    /* (The pop checks the key first, and clears it when it is there: the link is as the
+     * free wrote it either way.) */
+    void *next = fl_next(obj);
     if (fl_plausible(next))
         freelist_lost_key("malloc", obj);
     const range_t *r = region_range_of((uintptr_t)obj);

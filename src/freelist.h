@@ -30,16 +30,21 @@ extern uintptr_t freelist_secret TIDE_HIDDEN;
  *                free stores it with the link; the pop that hands the object out checks
  *                it and clears it, and a return to the slab checks it.  An object freed
  *                twice is on lists twice: whichever copy is taken second finds the key
- *                gone and aborts, before the object is handed out again.
+ *                gone and aborts, before the object is handed out again.  It is the
+ *                object's own mask, the value its link is encoded with (fl_key): the
+ *                free has it in a register already, and the pop forms it before the link
+ *                loads, so neither loads a key (a malloc(64) + free pair: 71 instructions,
+ *                73 with a key of its own).  It tells a reader no more than the link of a
+ *                list's last object, which holds the mask of a NULL link, already does.
  *   the slab mark  free in its slab (its bitmap bit set), or never handed out: written
  *                when a slab is made and when an object goes back to it; a refill
  *                checks it before it lists the object (a free of an object back in its
- *                slab wrote the key over it).
- * Both are odd and drawn at start-up, never a pointer the program could have left. */
-extern uintptr_t freelist_key TIDE_HIDDEN;
+ *                slab wrote the key over it).  Its low 4 bits differ from every key's
+ *                (a key's are the secret's: objects start on 16-byte boundaries).
+ * Both are drawn at start-up, 64-bit values a program does not leave by chance. */
 extern uintptr_t freelist_slab_mark TIDE_HIDDEN;
 
-/* Draw the secret and the key (at start-up, before any list exists). */
+/* Draw the secret and the slab mark (at start-up, before any list exists). */
 void freelist_init(void);
 
 /* The word's own address, scrambled (odd multiplier: a bijection; one instruction where
@@ -47,15 +52,22 @@ void freelist_init(void);
  * of the secret and a word copied to another place decodes to garbage. */
 #define FL_MIX 0x5bd1e995u
 TIDE_INLINE uintptr_t fl_mix_(const void *slot) { return (uintptr_t)slot * FL_MIX; }
+/* What the link of the object at OBJ is encoded with, and its key. */
+TIDE_INLINE uintptr_t fl_mask(const void *obj) { return fl_mix_(obj) ^ freelist_secret; }
+TIDE_INLINE void *fl_key(const void *obj) { return (void *)fl_mask(obj); }
 TIDE_INLINE void *fl_next(void *const *obj)
 {
     /* The mask first: it is ready while the link loads, leaving one XOR after the load
      * on the path from one pop to the next. */
-    return (void *)((uintptr_t)obj[0] ^ (fl_mix_(obj) ^ freelist_secret));
+    return (void *)((uintptr_t)obj[0] ^ fl_mask(obj));
 }
-TIDE_INLINE void fl_set_next(void **obj, const void *next)
+TIDE_INLINE void fl_set_next(void **obj, const void *next) { obj[0] = (void *)((uintptr_t)next ^ fl_mask(obj)); }
+/* OBJ goes on a list before NEXT: its link and its key, from one mask. */
+TIDE_INLINE void fl_list(void **obj, const void *next)
 {
-    obj[0] = (void *)((uintptr_t)next ^ fl_mix_(obj) ^ freelist_secret);
+    uintptr_t m = fl_mask(obj);
+    obj[0] = (void *)((uintptr_t)next ^ m);
+    obj[1] = (void *)m;
 }
 /* The test the fast path can afford: a user-space address (bits 47-63 clear) aligned to
  * the quantum.  What a forged word decodes to passes it about once in 2^20 (the secret's
@@ -69,16 +81,16 @@ TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & FL_I
  * handed out since it was listed (a double free listed it twice), or a use after free
  * wrote it. */
 #if defined(__x86_64__)
-#define FL_TAKE_KEY_OR_GOTO(obj, label)                                                            \
-    __asm__ goto("xorq %[key], %[word]\n\tjnz %l[" #label "]"                                   \
+#define FL_TAKE_KEY_OR_GOTO(obj, key, label)                                                       \
+    __asm__ goto("xorq %[k], %[word]\n\tjnz %l[" #label "]"                                     \
                  : [word] "+m"(((void **)(obj))[1])                                                \
-                 : [key] "r"(freelist_key)                                                         \
+                 : [k] "r"(key)                                                                    \
                  : "cc"                                                                            \
                  : label)
 #else
-#define FL_TAKE_KEY_OR_GOTO(obj, label)                                                            \
+#define FL_TAKE_KEY_OR_GOTO(obj, key, label)                                                       \
     do {                                                                                           \
-        uintptr_t w_ = (uintptr_t)((void **)(obj))[1] ^ freelist_key;                              \
+        uintptr_t w_ = (uintptr_t)((void **)(obj))[1] ^ (key);                                     \
         ((void **)(obj))[1] = (void *)w_;                                                          \
         if (unlikely(w_ != 0))                                                                     \
             goto label;                                                                            \
@@ -87,7 +99,7 @@ TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & FL_I
 /* The same, true when OBJ held its key (for the slow paths). */
 TIDE_INLINE bool fl_take_key(void **obj)
 {
-    FL_TAKE_KEY_OR_GOTO(obj, lost);
+    FL_TAKE_KEY_OR_GOTO(obj, fl_mask(obj), lost);
     return true;
 lost:
     return false;
@@ -102,10 +114,10 @@ __attribute__((noreturn, cold)) void freelist_bad_block(const char *func, const 
 /* A corrupted link in a list of class CLS: "tide: FUNC(): corrupted free list ...", abort. */
 __attribute__((noreturn, cold)) void freelist_corrupt(const char *func, const void *obj, const void *next,
                                                        unsigned cls);
-/* malloc's pop of OBJ, a region of a slab, found its link NEXT implausible
- * (freelist_corrupt, the class told by OBJ's page: the fast path keeps no register for
- * it) or its key gone (freelist_lost_key). */
-__attribute__((noreturn, cold)) void freelist_bad_pop(const void *obj, const void *next);
+/* malloc's pop of OBJ, a region of a slab, found its link implausible (freelist_corrupt,
+ * the class told by OBJ's page) or its key gone (freelist_lost_key).  The link is read
+ * again here: the fast path keeps no register for it, nor for the class. */
+__attribute__((noreturn, cold)) void freelist_bad_pop(void *const *obj);
 /* Whether NEXT (not NULL) is a region of a live slab of class CLS (a large class: the
  * first page of a block of that class). */
 bool freelist_valid(const void *next, unsigned cls);

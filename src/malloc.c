@@ -178,7 +178,7 @@ TIDE_INLINE void block_free(void *p, const block_t *b)
  * realloc's double free. */
 static inline void realloc_check_not_freed(void *p, const block_t *b)
 {
-    if (unlikely(b->cls != EXTENT_NO_CLASS && (((void **)p)[1] == (void *)freelist_key ||
+    if (unlikely(b->cls != EXTENT_NO_CLASS && (((void **)p)[1] == fl_key(p) ||
                                                ((void **)p)[1] == (void *)freelist_slab_mark)))
         tcache_check_not_freed(p, b->cls, "realloc");
 }
@@ -319,12 +319,13 @@ TIDE_INLINE void *cache_pop(size_t size)
     tcache_t *tc = tcache_here();
     void **p = tc->head[cls];
     if (likely(p != NULL)) {
-        void *next = fl_next(p);
+        uintptr_t mask = fl_mask(p);
+        /* P's key, on the line the link comes from: P freed twice is on the list twice,
+         * and whichever copy is popped second finds the key gone (freelist.h). */
+        FL_TAKE_KEY_OR_GOTO(p, mask, bad);
+        void *next = (void *)((uintptr_t)p[0] ^ mask);
         if (unlikely(!fl_plausible(next)))
             goto bad;
-        /* P's key, on the line the link came from: P freed twice is on the list twice,
-         * and whichever copy is popped second finds the key gone (freelist.h). */
-        FL_TAKE_KEY_OR_GOTO(p, bad);
         tc->head[cls] = next;
         /* The next pop's load of NEXT's link is the fast path's one likely miss (a list
          * freed a while ago): started now, it overlaps what the program does meanwhile
@@ -334,11 +335,13 @@ TIDE_INLINE void *cache_pop(size_t size)
         tc->room[cls] = room;
         if (likely(room >= 0))
             return p;
-        p[1] = (void *)freelist_key; /* back on the list, as it was */
+        /* Back on the list, as it was: its key again (the mask, from the link, so that the
+         * pop need not keep it in a register). */
+        p[1] = (void *)((uintptr_t)p[0] ^ (uintptr_t)next);
         tc->head[cls] = p;
         return NULL;
     bad: /* (one call of the cold path for both checks: two gave the fast path a frame) */
-        freelist_bad_pop(p, next);
+        freelist_bad_pop(p);
     }
     tc->room[cls] -= TCACHE_PROF_ONE - 1;
     return NULL;

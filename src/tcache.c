@@ -319,7 +319,7 @@ static TIDE_NOINLINE __attribute__((noreturn, cold)) void large_bad_head(void **
  * wrote it. */
 TIDE_INLINE bool large_head_ok(const tcache_t *tc, void *const *p, unsigned cls)
 {
-    return ATOMIC_LOAD(&tc->head_ext[cls - SC_NSMALL]->cached) && p[1] == (void *)freelist_key;
+    return ATOMIC_LOAD(&tc->head_ext[cls - SC_NSMALL]->cached) && p[1] == fl_key(p);
 }
 
 TIDE_INLINE void large_leaves_cache(tcache_t *tc, void **p, unsigned cls)
@@ -441,7 +441,7 @@ void tcache_check_not_freed(void *p, unsigned cls, const char *func)
         if (mark == (void *)freelist_slab_mark)
             return;
     }
-    if (mark != (void *)freelist_key)
+    if (mark != fl_key(p))
         return;
     /* The walk is bounded by the count: a list made to loop ends too. */
     unsigned left = tc->state == TCACHE_ACTIVE ? tc->cap[cls] - tcache_room(tc, cls) : 0;

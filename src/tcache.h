@@ -101,8 +101,7 @@ TIDE_INLINE void tcache_set_countdown(tcache_t *tc, size_t cls, int64_t left)
  * and the slow paths' are this one. */
 TIDE_INLINE void tcache_push(tcache_t *tc, void **obj, size_t cls)
 {
-    fl_set_next(obj, tc->head[cls]);
-    obj[1] = (void *)freelist_key;
+    fl_list(obj, tc->head[cls]);
     tc->head[cls] = obj;
     /* A compiler barrier: without it GCC 12 keeps the count the free fast path tested in a
      * register and writes it back, where it can compare and decrement it in memory (two
