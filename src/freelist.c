@@ -87,11 +87,12 @@ void freelist_bad_block(const char *func, const void *obj, unsigned cls, const c
 
 void freelist_bad_pop(void *const *obj)
 {
-    /* (The pop checks the key first, and clears it when it is there: the link is as the
-     * free wrote it either way.) */
-    void *next = fl_next(obj);
-    if (fl_plausible(next))
+    /* The pop checked the key first, with an xor that leaves 0 where the key was: any
+     * other word says it was gone (whatever the link says).  The link is as the free, or
+     * whatever wrote it since, left it. */
+    if (obj[1] != NULL)
         freelist_lost_key("malloc", obj);
+    void *next = fl_next(obj);
     const range_t *r = region_range_of((uintptr_t)obj);
     pm_entry_t e = r ? pm_read(r, (uintptr_t)obj) : PM_EMPTY;
     freelist_corrupt("malloc", obj, next, pm_is_slab_page(e) ? pm_slab_class(e) : 0);

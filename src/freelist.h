@@ -114,9 +114,10 @@ __attribute__((noreturn, cold)) void freelist_bad_block(const char *func, const 
 /* A corrupted link in a list of class CLS: "tide: FUNC(): corrupted free list ...", abort. */
 __attribute__((noreturn, cold)) void freelist_corrupt(const char *func, const void *obj, const void *next,
                                                        unsigned cls);
-/* malloc's pop of OBJ, a region of a slab, found its link implausible (freelist_corrupt,
- * the class told by OBJ's page) or its key gone (freelist_lost_key).  The link is read
- * again here: the fast path keeps no register for it, nor for the class. */
+/* malloc's pop of OBJ, a region of a slab, found its key gone (freelist_lost_key: the
+ * pop's xor left the word nonzero) or else its link implausible (freelist_corrupt, the
+ * class told by OBJ's page).  The link is read again here: the fast path keeps no
+ * register for it, nor for the class. */
 __attribute__((noreturn, cold)) void freelist_bad_pop(void *const *obj);
 /* Whether NEXT (not NULL) is a region of a live slab of class CLS (a large class: the
  * first page of a block of that class). */

@@ -244,6 +244,38 @@ static void cleared_key_case(size_t size)
 Test(hardening, a_double_free_with_its_key_cleared_aborts_64, .timeout = 60) { cleared_key_case(64); }
 Test(hardening, a_double_free_with_its_key_cleared_aborts_1024, .timeout = 60) { cleared_key_case(1024); }
 
+/* ---- another block's key ------------------------------------------------------------- */
+
+/* A use after free that copies one freed block's first words over another's (a stale
+ * struct copied) leaves the second with a key that is not its own: a key is the block's
+ * own mask, so the pop that would hand the second out finds it gone.  (With one key for
+ * the whole process the copy passed for a key, and the pop found at best a corrupted
+ * link.) */
+static int copied_over(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void **a = malloc(size), **b = malloc(size);
+    free(a);
+    free(b); /* the list: b, then a */
+    void *volatile *from = (void *volatile *)a, *volatile *to = (void *volatile *)b;
+    to[0] = from[0]; /* the use after free (volatile: a compiler that knows free would drop it) */
+    to[1] = from[1];
+    void *x = malloc(size);
+    fprintf(stderr, "<not caught: %p>\n", x);
+    return 0;
+}
+
+Test(hardening, a_freed_block_copied_over_another_is_found_at_the_pop_64, .timeout = 60)
+{
+    SKIP_UNDER_NO_TCACHE();
+    expect_abort(copied_over, (void *)64, "tide: malloc(): double free 0x");
+}
+Test(hardening, a_freed_block_copied_over_another_is_found_at_the_pop_1024, .timeout = 60)
+{
+    SKIP_UNDER_NO_TCACHE();
+    expect_abort(copied_over, (void *)1024, "tide: malloc(): double free 0x");
+}
+
 /* The same of a large block (16-64 KiB: thread caches hold them), with another free
  * between the two of p so that p is not the cache's head: its extent says it is cached. */
 static int cleared_key_large_twice(void *arg)
