@@ -75,9 +75,9 @@ TIDE_INLINE void fl_list(void **obj, const void *next)
 #define FL_IMPLAUSIBLE ((~(uintptr_t)0 << 47) | (uintptr_t)(QUANTUM - 1))
 TIDE_INLINE bool fl_plausible(const void *next) { return ((uintptr_t)next & FL_IMPLAUSIBLE) == 0; }
 
-/* OBJ, popped from a list to be handed out: its key is checked and cleared in one
- * instruction (a xor in memory, whose result is zero only when the word held the key),
- * on the line the pop read the link from; on to LABEL when it was not the key: OBJ was
+/* OBJ, popped from a list to be handed out: its KEY (fl_key) is checked and cleared in
+ * one instruction (a xor in memory, whose result is zero only when the word held the
+ * key), on the line the pop reads the link from; on to LABEL when it was not: OBJ was
  * handed out since it was listed (a double free listed it twice), or a use after free
  * wrote it. */
 #if defined(__x86_64__)

@@ -12,7 +12,7 @@
  * from the thread's arena; a full cache keeps its 8
  * most recent objects and hands the rest to a transfer cache in one piece (a large
  * class: to the page heap in one lock round).  A freed object's second
- * word holds a per-process key, which the pop that hands it out checks and clears: a
+ * word holds a key (its link's mask), which the pop that hands it out checks and clears: a
  * double free is found there, or where the object goes back to its slab (freelist.h),
  * and free(p); free(p) at once.  A thread is placed on the arena with the fewest
  * threads when it first allocates, and leaves it when it exits. */
