@@ -20,6 +20,11 @@
  * do not take empties up to 218 one-page slabs (872 KiB), wanted again a moment later. */
 #define KEEP_BIN_PAGES (MiB >> LG_PAGE)
 #define KEEP_ARENA_PAGES ((4 * MiB) >> LG_PAGE)
+/* What a refill faults in at once, at most, when it cuts slabs from pages not yet
+ * resident (slab_batch): a fault costs a trap, which a call to fault many saves (about
+ * half the cost of a page on this kernel: bench/results/2026-12-08-slab-batch.md). */
+#define PREFAULT_BYTES (32 * KiB)
+#define SLAB_BATCH_MAX (PREFAULT_BYTES >> LG_PAGE)
 
 arena_t **arenas;
 unsigned narenas;
@@ -59,6 +64,18 @@ static void unkeep(arena_t *a, bin_t *bin, extent_t *slab)
     ATOMIC_SUB(&a->empty_pages, slab->npages);
 }
 
+/* SLAB, empty, on BIN's list of empty slabs from *NOW (the clock, read once per caller).
+ * Bin lock held. */
+static void keep(arena_t *a, bin_t *bin, extent_t *slab, uint64_t *now)
+{
+    if (!*now)
+        *now = os_now_ns();
+    slab->stamp = *now;
+    list_push_back(&bin->empty, &slab->lru);
+    ATOMIC_STORE(&bin->nempty, bin->nempty + 1);
+    ATOMIC_ADD(&a->empty_pages, slab->npages);
+}
+
 /* Whether SLAB, just emptied, stays in BIN (on its list of empty slabs) rather than go
  * back to the page heap: always when it is the bin's only non-full slab (a bin that
  * empties and refills one slab must not cut it anew each time), else within the bounds,
@@ -72,13 +89,20 @@ static bool keep_empty(arena_t *a, bin_t *bin, extent_t *slab, uint64_t *now)
             ATOMIC_LOAD(&a->empty_pages) + slab->npages > KEEP_ARENA_PAGES)
             return false;
     }
-    if (!*now)
-        *now = os_now_ns();
-    slab->stamp = *now;
-    list_push_back(&bin->empty, &slab->lru);
-    ATOMIC_STORE(&bin->nempty, bin->nempty + 1);
-    ATOMIC_ADD(&a->empty_pages, slab->npages);
+    keep(a, bin, slab, now);
     return true;
+}
+
+/* How many slabs a refill that needs one cuts at once from pages not yet resident
+ * (extent_alloc_slabs): up to a quarter as many as BIN has, and PREFAULT_BYTES of them, so
+ * that a bin that grows faults its pages in a few calls, and one that holds a slab or two
+ * (most bins of a small program) cuts only what it needs.  None ahead under decay_ms 0. */
+static unsigned slab_batch(const bin_t *bin, unsigned cls)
+{
+    if (ATOMIC_LOAD(&conf.decay_ms) == 0)
+        return 1;
+    size_t most = MAX((size_t)1, (PREFAULT_BYTES >> LG_PAGE) / sc_slab_pages[cls]);
+    return (unsigned)MIN(MAX(bin->nslabs / 4, (size_t)1), MIN(most, (size_t)SLAB_BATCH_MAX));
 }
 
 unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
@@ -98,18 +122,29 @@ unsigned arena_fill(unsigned ai, unsigned cls, void **head, unsigned n)
             if (!list_empty(&slab->lru))
                 unkeep(arenas[ai], bin, slab);
         } else {
-            slab = extent_alloc_slab(cls, ai);
-            if (!slab)
+            extent_t *made[SLAB_BATCH_MAX];
+            unsigned nmade = extent_alloc_slabs(cls, ai, slab_batch(bin, cls), made);
+            if (!nmade)
                 break;
-            /* Every region free in its slab holds the slab mark, which the refill checks
-             * (freelist.h).  (A kept slab taken again has it: a return writes it.) */
-            for (unsigned i = 0; i < sc_nregs[cls]; i++)
-                ((void **)(slab->addr + i * size))[1] = (void *)freelist_slab_mark;
-            list_init(&slab->lru); /* on no list of empty slabs */
-            bin->nslabs++;
-            a->counts[cls].nslabs_made++;
-            bin->nquar += slab->nquar;
-            rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
+            uint64_t now = 0;
+            for (unsigned k = 0; k < nmade; k++) {
+                slab = made[k];
+                /* Every region free in its slab holds the slab mark, which the refill
+                 * checks (freelist.h).  (A kept slab taken again has it: a return writes
+                 * it.) */
+                for (unsigned i = 0; i < sc_nregs[cls]; i++)
+                    ((void **)(slab->addr + i * size))[1] = (void *)freelist_slab_mark;
+                list_init(&slab->lru); /* on no list of empty slabs */
+                bin->nslabs++;
+                a->counts[cls].nslabs_made++;
+                bin->nquar += slab->nquar;
+                rb_insert(&bin->nonfull, &slab->rb, slab_cmp);
+                /* The ones cut ahead wait as empty slabs kept: given back unless used
+                 * within decay_ms, as those are. */
+                if (k > 0)
+                    keep(a, bin, slab, &now);
+            }
+            slab = made[0];
         }
         TIDE_ASSERT(slab->nfree > 0 && slab->nfree <= sc_nregs[cls]);
         unsigned taken = 0;

@@ -616,52 +616,89 @@ extent_t *extent_alloc_sampled(size_t npages, unsigned sample)
     return e;
 }
 
-extent_t *extent_alloc_slab(unsigned cls, unsigned arena)
+/* Make E, just taken, a slab of class CLS owned by arena ARENA with GUARD guard pages,
+ * every region free.  Lock held. */
+static void make_slab(extent_t *e, unsigned cls, unsigned arena, unsigned guard)
+{
+    e->state = EXTENT_SLAB;
+    e->guard = guard;
+    e->cls = (uint8_t)cls;
+    e->arena = (uint16_t)arena;
+    unsigned nregs = sc_nregs[cls];
+    e->nfree = (uint16_t)nregs;
+    for (unsigned w = 0; w < SC_MAX_NREGS / 64; w++) {
+        unsigned lo = w * 64;
+        e->bitmap[w] = nregs >= lo + 64 ? ~(uint64_t)0 : nregs > lo ? (((uint64_t)1 << (nregs - lo)) - 1) : 0;
+    }
+    const range_t *r = extent_range(e);
+    e->nquar = 0;
+    for (size_t i = 0; i < sc_slab_pages[cls]; i++) {
+        pm_entry_t entry = pm_slab_page(e, cls, i);
+        /* A region that would start where a freed large block did is never handed out,
+         * and its page leaves the fast path, whose slow path reports a free there (the
+         * block's second free: test/api/hardening). */
+        size_t off = i << LG_PAGE;
+        if (unlikely(pm_was_head(r, e->addr + off)) && off % sc_size[cls] == 0 && e->nfree > 1) {
+            unsigned idx = (unsigned)(off / sc_size[cls]);
+            e->bitmap[idx >> 6] &= ~((uint64_t)1 << (idx & 63));
+            e->nfree--;
+            e->nquar++;
+            entry = pm_stale_page(entry);
+        }
+        pm_write(r, e->addr + off, entry);
+    }
+    if (guard)
+        pm_write(r, extent_end(e) - PAGE, pm_guard(e));
+    pageheap.nslabs++;
+    pageheap.npages_slab += e->npages;
+    pageheap.npages_guard += guard;
+}
+
+/* The clean free run that starts at ADDR, when it holds NPAGES pages and no freed block's
+ * first page; else NULL.  Lock held. */
+static extent_t *clean_run_at(unsigned range, uintptr_t addr, size_t npages)
+{
+    const range_t *r = &region.ranges[range];
+    if (addr >= ATOMIC_LOAD(&r->end))
+        return NULL;
+    pm_entry_t entry = pm_read(r, addr);
+    extent_t *f = pm_desc(entry);
+    if (!pm_is_free_edge(entry) || f->addr != addr || f->state != EXTENT_CLEAN || f->npages < npages ||
+        (f->freed & EXTENT_FREED_INSIDE))
+        return NULL;
+    return f;
+}
+
+unsigned extent_alloc_slabs(unsigned cls, unsigned arena, unsigned want, extent_t **out)
 {
     unsigned guard = extent_guards_wanted();
+    size_t npages = sc_slab_pages[cls];
+    unsigned n = 0;
+    bool fault = false;
     lock_acquire(&pageheap.lock);
-    extent_t *e = take(sc_slab_pages[cls] + guard, PAGE, true);
+    extent_t *e = take(npages + guard, PAGE, true);
     if (e) {
-        e->state = EXTENT_SLAB;
-        e->guard = guard;
-        e->cls = (uint8_t)cls;
-        e->arena = (uint16_t)arena;
-        unsigned nregs = sc_nregs[cls];
-        e->nfree = (uint16_t)nregs;
-        for (unsigned w = 0; w < SC_MAX_NREGS / 64; w++) {
-            unsigned lo = w * 64;
-            e->bitmap[w] = nregs >= lo + 64 ? ~(uint64_t)0 : nregs > lo ? (((uint64_t)1 << (nregs - lo)) - 1) : 0;
-        }
-        const range_t *r = extent_range(e);
-        e->nquar = 0;
-        for (size_t i = 0; i < sc_slab_pages[cls]; i++) {
-            pm_entry_t entry = pm_slab_page(e, cls, i);
-            /* A region that would start where a freed large block did is never handed out,
-             * and its page leaves the fast path, whose slow path reports a free there (the
-             * block's second free: test/api/hardening). */
-            size_t off = i << LG_PAGE;
-            if (unlikely(pm_was_head(r, e->addr + off)) && off % sc_size[cls] == 0 && e->nfree > 1) {
-                unsigned idx = (unsigned)(off / sc_size[cls]);
-                e->bitmap[idx >> 6] &= ~((uint64_t)1 << (idx & 63));
-                e->nfree--;
-                e->nquar++;
-                entry = pm_stale_page(entry);
-            }
-            pm_write(r, e->addr + off, entry);
-        }
-        if (guard)
-            pm_write(r, extent_end(e) - PAGE, pm_guard(e));
-        pageheap.nslabs++;
-        pageheap.npages_slab += e->npages;
-        pageheap.npages_guard += guard;
+        /* Pages not yet resident, of a class whose slab is written on every page as it is
+         * made: the next slabs from the clean pages right after it, so that one call
+         * faults them all in (each fault costs a trap of its own). */
+        fault = e->zeroed && !guard && sc_size[cls] <= PAGE;
+        out[n++] = e;
+        for (extent_t *f; fault && n < want && extent_desc_reserve(3) == 0 &&
+                          (f = clean_run_at(e->range, extent_end(out[n - 1]), npages)) != NULL;)
+            out[n++] = carve(f, f->addr, npages);
+        for (unsigned i = 0; i < n; i++)
+            make_slab(out[i], cls, arena, guard);
     }
     lock_release(&pageheap.lock);
     if (e && guard)
         extent_guard_install(extent_end(e) - PAGE, PAGE);
+    /* (The slabs are the caller's: no purge can come between.) */
+    if (fault && n * npages > 1)
+        os_populate(e->addr, (n * npages) << LG_PAGE);
     /* Huge pages (thp:auto): a dense unit waiting. */
     if (unlikely(extent_huge_pending()))
         extent_huge_work(1);
-    return e;
+    return n;
 }
 
 /* ---- free ------------------------------------------------------------------------ */

@@ -143,8 +143,12 @@ typedef struct extent_hint_s {
  * pages up to the next aligned place would be a run no aligned block can use, and one that
  * small blocks would fill above a giant block that must end its range (extent.c, take). */
 extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint);
-/* A slab for class CLS owned by arena ARENA, every region free. */
-extent_t *extent_alloc_slab(unsigned cls, unsigned arena);
+/* Slabs for class CLS owned by arena ARENA, every region free: one, and, for a class of a
+ * page or less, up to WANT when it is cut from pages not yet resident and more such pages
+ * follow it; they go to OUT, at consecutive addresses, and are faulted in whole (the
+ * caller writes every page at once, a fault at a time).  Returns how many; 0 when memory
+ * is exhausted. */
+unsigned extent_alloc_slabs(unsigned cls, unsigned arena, unsigned want, extent_t **out);
 /* Give a large block or a slab back: it becomes dirty and may be purged by policy (its
  * guard page, if any, an ordinary page again).  A large block sets HINT (when not NULL). */
 void extent_free(extent_t *e, extent_hint_t *hint);

@@ -632,12 +632,32 @@ int os_nohugepage(uintptr_t addr, size_t size)
     return err;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
 #ifndef MADV_COLD
 #define MADV_COLD 20
 #endif
+
+/* The kernel populates (atomic; cleared at its first EINVAL: a kernel before 5.14, asked
+ * once). */
+static int os_populate_ok = 1;
+
+int os_populate(uintptr_t addr, size_t size)
+{
+    OS_KEEP_ERRNO;
+    if (!ATOMIC_LOAD(&os_populate_ok))
+        return EINVAL;
+    int err = os_fault(OS_OP_POPULATE) ? EINVAL : madvise((void *)addr, size, MADV_POPULATE_WRITE) ? errno : 0;
+    ATOMIC_ADD(&os_counters.populate_calls, 1);
+    if (err == EINVAL)
+        ATOMIC_STORE(&os_populate_ok, 0);
+    os_record(OS_TR_POPULATE, addr, size, 0, err, 0, NULL);
+    return err;
+}
 
 int os_collapse(uintptr_t addr, size_t size)
 {

@@ -37,6 +37,7 @@ typedef enum {
     OS_OP_NAME,    /* plays a kernel that names mappings: os_name is recorded, not made, and works */
     OS_OP_NO_PROCMAP_QUERY, /* the PROCMAP_QUERY ioctl fails with ENOTTY, as before Linux 6.11 */
     OS_OP_COLLAPSE, /* MADV_COLLAPSE fails with EINVAL, as before Linux 6.1 (or a kernel that refuses it) */
+    OS_OP_POPULATE, /* MADV_POPULATE_WRITE fails with EINVAL, as before Linux 5.14 */
     OS_OP_COUNT
 } os_op_t;
 
@@ -53,6 +54,7 @@ typedef struct os_counters_s {
     uint64_t guard_calls;
     uint64_t name_calls; /* prctl(PR_SET_VMA_ANON_NAME) calls made */
     uint64_t collapse_calls; /* madvise(MADV_COLLAPSE) calls made */
+    uint64_t populate_calls; /* madvise(MADV_POPULATE_WRITE) calls made */
 } os_counters_t;
 
 extern os_counters_t os_counters;
@@ -94,6 +96,9 @@ int os_purge(uintptr_t addr, size_t size, os_advice_t advice);
 /* The same for N ranges at once (process_madvise where the kernel has it). */
 int os_purge_vec(const struct iovec *iov, size_t n, os_advice_t advice);
 int os_hugepage(uintptr_t addr, size_t size);
+/* Fault [ADDR, ADDR+SIZE) in for writing, in one call (MADV_POPULATE_WRITE, Linux 5.14+:
+ * EINVAL before, and from then on without a call). */
+int os_populate(uintptr_t addr, size_t size);
 /* MADV_NOHUGEPAGE on [ADDR, ADDR+SIZE): no huge page faults, and khugepaged stays away. */
 int os_nohugepage(uintptr_t addr, size_t size);
 /* Make [ADDR, ADDR+SIZE) guard pages, or ordinary pages again, without splitting its VMA
@@ -213,7 +218,8 @@ typedef enum {
     OS_TR_UNMAP,    /* os_unmap */
     OS_TR_HUGEPAGE, /* os_hugepage */
     OS_TR_NOHUGEPAGE, /* os_nohugepage */
-    OS_TR_NAME      /* os_name: NAME given to [addr, addr+len) */
+    OS_TR_NAME,     /* os_name: NAME given to [addr, addr+len) */
+    OS_TR_POPULATE  /* os_populate: [addr, addr+len) faulted in */
 } os_trace_op_t;
 
 typedef enum {

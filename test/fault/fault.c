@@ -20,7 +20,9 @@
  * checked on this machine's kernel, which has none.  Op 11 plays a kernel without
  * PROCMAP_QUERY (before Linux 6.11): a mapping is looked up in the text of the maps file.
  * Op 12 plays a kernel that refuses MADV_COLLAPSE (EINVAL, as before Linux 6.1): thp:auto
- * becomes thp:off without a word, and the statistics say so in one line.
+ * becomes thp:off without a word, and the statistics say so in one line.  Op 13 plays a
+ * kernel without MADV_POPULATE_WRITE (EINVAL, as before Linux 5.14): slabs are faulted in
+ * page by page, as they were, after one refused call.
  *
  * Faults are armed only around the calls under test: Criterion allocates too, and must
  * not see them. */
@@ -44,7 +46,7 @@
 
 enum {
     F_MAP = 0, F_PURGE = 1, F_MOVE = 2, F_HEAL = 3, F_NO_PROCESS_MADVISE = 4, F_NO_PIDFD_SELF = 5, F_PURGE_STALL = 6,
-    F_PROBE = 7, F_UNMAP = 8, F_GUARD = 9, F_NAME_PLAY = 10, F_NO_PROCMAP_QUERY = 11, F_COLLAPSE = 12, F_COUNT = 13
+    F_PROBE = 7, F_UNMAP = 8, F_GUARD = 9, F_NAME_PLAY = 10, F_NO_PROCMAP_QUERY = 11, F_COLLAPSE = 12, F_POPULATE = 13, F_COUNT = 14
 };
 #define MiB ((size_t)1 << 20)
 #define ALWAYS LONG_MAX
@@ -1647,4 +1649,159 @@ Test(fault, refused_collapse_turns_thp_auto_off_without_a_warning, .timeout = 12
         free(v[i]);
     }
     tt_assert_heap_ok("after MADV_COLLAPSE was refused");
+}
+
+/* ---- slabs faulted in whole ------------------------------------------------------------ */
+
+/* 64 B: one-page slabs, 256 of them, none there before (the runner allocates little). */
+#define GROW_SIZE 64
+#define GROW_OBJS 16384
+#define GROW_SLAB_PAGES 1
+#define BATCH_PAGES 8 /* src/arena.c: PREFAULT_BYTES */
+
+typedef struct populates_s {
+    unsigned calls, refused; /* this thread's populates, and those that failed */
+    size_t pages;            /* pages the ones that worked covered */
+} populates_t;
+
+/* This thread's populates in the trace from FROM on.  Each asks for whole pages, and at
+ * most a batch of them. */
+static populates_t populates_since(unsigned long from)
+{
+    populates_t p = { 0 };
+    unsigned long to = ATOMIC_LOAD(&os_trace_len);
+    cr_assert(to <= OS_TRACE_MAX, "the trace overflowed (%lu calls)", to);
+    int tid = (int)syscall(SYS_gettid);
+    for (unsigned long i = from; i < to; i++) {
+        const os_trace_t *t = &os_trace[i];
+        if (t->op != OS_TR_POPULATE || t->tid != tid)
+            continue;
+        cr_assert(t->addr % PAGE == 0 && t->len % PAGE == 0 && t->len > 0 && t->len <= BATCH_PAGES * PAGE,
+                  "call %lu populates [%#lx, %#lx)", i, (unsigned long)t->addr, (unsigned long)(t->addr + t->len));
+        p.calls++;
+        if (t->err)
+            p.refused++;
+        else
+            p.pages += t->len / PAGE;
+    }
+    return p;
+}
+
+static void **grow_bin(tide_stats_t *before, tide_stats_t *after, unsigned long *from)
+{
+    static void *v[GROW_OBJS];
+    /* Refills come from the arena of the CPU the thread is on. */
+    cr_assert_eq(tt_pin_cpu(-1), 0, "sched_setaffinity: %s", strerror(errno));
+    *before = tt_stats();
+    *from = ATOMIC_LOAD(&os_trace_len);
+    for (int i = 0; i < GROW_OBJS; i++) {
+        v[i] = malloc(GROW_SIZE);
+        cr_assert(v[i] != NULL);
+        memset(v[i], i, GROW_SIZE);
+    }
+    *after = tt_stats();
+    for (int i = 1; i < GROW_OBJS; i++)
+        cr_assert(v[i] != v[i - 1]);
+    return v;
+}
+
+static void free_all(void **v)
+{
+    for (int i = 0; i < GROW_OBJS; i++) {
+        cr_assert_eq(*(unsigned char *)v[i], (unsigned char)i, "block %d was written over", i);
+        free(v[i]);
+    }
+}
+
+/* A bin that grows cuts its slabs a few at a time from fresh pages, and has them faulted in
+ * with one call each time rather than a fault a page: most of its new pages come that way,
+ * and the calls are fewer than a quarter of them.  What it cut ahead and has not used yet
+ * waits in the bin as empty slabs do: less than one batch. */
+Test(fault, a_growing_bin_faults_its_fresh_slabs_in_a_few_calls, .timeout = 60)
+{
+    tt_skip_under("guard:on", "a slab with a guard page is cut alone and faulted page by page");
+    conf("decay_ms", "-1"); /* nothing cut ahead goes back during the test */
+    tide_stats_t s0, s1;
+    unsigned long from;
+    void **v = grow_bin(&s0, &s1, &from);
+    populates_t p = populates_since(from);
+    size_t made = s1.nslabs_made - s0.nslabs_made;
+    cr_assert_geq(made, 200, "%zu slabs made for %d blocks of %d B", made, GROW_OBJS, GROW_SIZE);
+    cr_expect_eq(p.refused, 0, "the kernel refused %u of %u populates", p.refused, p.calls);
+    cr_expect_geq(p.pages, made * GROW_SLAB_PAGES * 3 / 4, "%zu of the %zu new slab pages were populated", p.pages,
+                  made * GROW_SLAB_PAGES);
+    cr_expect_leq(p.calls * 4, p.pages, "%u calls for %zu pages", p.calls, p.pages);
+    cr_expect_lt(s1.nslabs_empty - s0.nslabs_empty, BATCH_PAGES / GROW_SLAB_PAGES,
+                 "%lu slabs cut ahead and unused", (unsigned long)(s1.nslabs_empty - s0.nslabs_empty));
+    free_all(v);
+    tt_assert_heap_ok("after the growth");
+}
+
+/* A program that needs one slab of a class cuts that one alone: nothing ahead. */
+Test(fault, a_bin_with_one_slab_cuts_nothing_ahead, .timeout = 60)
+{
+    conf("decay_ms", "-1");
+    cr_assert_eq(tt_pin_cpu(-1), 0, "sched_setaffinity: %s", strerror(errno));
+    tide_stats_t s0 = tt_stats();
+    void *p = malloc(GROW_SIZE);
+    cr_assert(p != NULL);
+    tide_stats_t s1 = tt_stats();
+    cr_expect_leq(s1.nslabs_made - s0.nslabs_made, 1);
+    cr_expect_eq(s1.nslabs_empty, s0.nslabs_empty, "a first slab cut %lu ahead",
+                 (unsigned long)(s1.nslabs_empty - s0.nslabs_empty));
+    free(p);
+}
+
+/* decay_ms 0 asks for every free page back at once: nothing is cut ahead or faulted in
+ * before it is used. */
+Test(fault, decay_0_cuts_no_slab_ahead, .timeout = 60)
+{
+    conf("decay_ms", "0");
+    tide_stats_t s0, s1;
+    unsigned long from;
+    void **v = grow_bin(&s0, &s1, &from);
+    populates_t p = populates_since(from);
+    cr_expect_eq(p.calls, 0, "%u populates under decay_ms 0", p.calls);
+    cr_expect_leq(s1.nslabs_empty, s0.nslabs_empty, "%lu empty slabs before, %lu after", (unsigned long)s0.nslabs_empty,
+                  (unsigned long)s1.nslabs_empty);
+    free_all(v);
+    tt_assert_heap_ok("after the growth");
+}
+
+/* A class above a page writes only the pages its regions start on when its slab is made:
+ * faulting the rest in would make resident what the program may never touch. */
+Test(fault, slabs_of_a_class_above_a_page_are_not_faulted_in, .timeout = 60)
+{
+    conf("decay_ms", "-1");
+    static void *v[512];
+    unsigned long from = ATOMIC_LOAD(&os_trace_len);
+    for (int i = 0; i < 512; i++) {
+        v[i] = malloc(5000); /* 5120 B, 4 regions on 5 pages */
+        cr_assert(v[i] != NULL);
+        *(char *)v[i] = 1;
+    }
+    populates_t p = populates_since(from);
+    cr_expect_eq(p.calls, 0, "%u populates of 5120 B slabs", p.calls);
+    for (int i = 0; i < 512; i++)
+        free(v[i]);
+    tt_assert_heap_ok("at the end");
+}
+
+/* A kernel without MADV_POPULATE_WRITE is asked once; the slabs are then faulted page by
+ * page, as they were, and nothing else changes. */
+Test(fault, refused_populate_is_asked_once_and_slabs_still_work, .timeout = 60)
+{
+    tt_skip_under("guard:on", "a slab with a guard page is never populated");
+    conf("decay_ms", "-1");
+    arm(F_POPULATE, 0, ALWAYS);
+    tide_stats_t s0, s1;
+    unsigned long from;
+    void **v = grow_bin(&s0, &s1, &from);
+    disarm();
+    populates_t p = populates_since(from);
+    cr_expect_eq(p.calls, 1, "%u populates after the kernel refused one", p.calls);
+    cr_expect_eq(p.refused, 1);
+    cr_expect_geq(s1.nslabs_made - s0.nslabs_made, 200);
+    free_all(v);
+    tt_assert_heap_ok("after the refused populate");
 }
