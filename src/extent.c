@@ -680,8 +680,10 @@ unsigned extent_alloc_slabs(unsigned cls, unsigned arena, unsigned want, extent_
     if (e) {
         /* Pages not yet resident, of a class whose slab is written on every page as it is
          * made: the next slabs from the clean pages right after it, so that one call
-         * faults them all in (each fault costs a trap of its own). */
-        fault = e->zeroed && !guard && sc_size[cls] <= PAGE;
+         * faults them all in (each fault costs a trap of its own).  Not where a fault maps
+         * a huge page: one fault serves 512 pages there, and the call would mostly find
+         * them resident already. */
+        fault = e->zeroed && !guard && sc_size[cls] <= PAGE && !extent_huge_faults();
         out[n++] = e;
         for (extent_t *f; fault && n < want && extent_desc_reserve(3) == 0 &&
                           (f = clean_run_at(e->range, extent_end(out[n - 1]), npages)) != NULL;)

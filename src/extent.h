@@ -146,8 +146,8 @@ extent_t *extent_alloc_large(size_t npages, size_t align, extent_hint_t *hint);
 /* Slabs for class CLS owned by arena ARENA, every region free: one, and, for a class of a
  * page or less, up to WANT when it is cut from pages not yet resident and more such pages
  * follow it; they go to OUT, at consecutive addresses, and are faulted in whole (the
- * caller writes every page at once, a fault at a time).  Returns how many; 0 when memory
- * is exhausted. */
+ * caller writes every page at once, a fault at a time), unless faults map huge pages
+ * there.  Returns how many; 0 when memory is exhausted. */
 unsigned extent_alloc_slabs(unsigned cls, unsigned arena, unsigned want, extent_t **out);
 /* Give a large block or a slab back: it becomes dirty and may be purged by policy (its
  * guard page, if any, an ordinary page again).  A large block sets HINT (when not NULL). */
@@ -231,6 +231,9 @@ void extent_trim_tail(bool forget);
 void extent_huge_init(void);
 /* thp:auto, a system THP setting of madvise or always, and a kernel that collapses. */
 bool extent_huge_active(void);
+/* The heap's ranges carry MADV_HUGEPAGE (thp:on, or thp:auto's advice on a big heap): a
+ * fault in a unit with no page yet maps a huge page. */
+bool extent_huge_faults(void);
 /* conf.thp changed at run time. */
 void extent_huge_thp_changed(void);
 /* Dense units wait to be collapsed. */

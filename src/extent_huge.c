@@ -130,6 +130,8 @@ static bool queue_push(unsigned range, size_t i)
  * page-heap lock, read anywhere). */
 static int advice(void) { return ATOMIC_LOAD(&region.advice); }
 
+bool extent_huge_faults(void) { return ATOMIC_LOAD(&region.thp) || advice() == REGION_ADVICE_HUGE; }
+
 /* The heap's advice becomes A.  Page-heap lock held. */
 static void set_advice(int a)
 {

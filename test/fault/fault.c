@@ -1768,6 +1768,20 @@ Test(fault, decay_0_cuts_no_slab_ahead, .timeout = 60)
     tt_assert_heap_ok("after the growth");
 }
 
+/* Where a fault maps a huge page (thp:on here; thp:auto's advice on a big heap), one fault
+ * serves 512 pages: nothing is populated. */
+Test(fault, slabs_on_huge_pages_are_not_faulted_in, .timeout = 60)
+{
+    conf("thp", "on");
+    tide_stats_t s0, s1;
+    unsigned long from;
+    void **v = grow_bin(&s0, &s1, &from);
+    populates_t p = populates_since(from);
+    cr_expect_eq(p.calls, 0, "%u populates under thp:on", p.calls);
+    free_all(v);
+    tt_assert_heap_ok("after the growth");
+}
+
 /* A class above a page writes only the pages its regions start on when its slab is made:
  * faulting the rest in would make resident what the program may never touch. */
 Test(fault, slabs_of_a_class_above_a_page_are_not_faulted_in, .timeout = 60)
