@@ -1731,8 +1731,11 @@ Test(fault, a_growing_bin_faults_its_fresh_slabs_in_a_few_calls, .timeout = 60)
     cr_expect_geq(p.pages, made * GROW_SLAB_PAGES * 3 / 4, "%zu of the %zu new slab pages were populated", p.pages,
                   made * GROW_SLAB_PAGES);
     cr_expect_leq(p.calls * 4, p.pages, "%u calls for %zu pages", p.calls, p.pages);
-    cr_expect_lt(s1.nslabs_empty - s0.nslabs_empty, BATCH_PAGES / GROW_SLAB_PAGES,
-                 "%lu slabs cut ahead and unused", (unsigned long)(s1.nslabs_empty - s0.nslabs_empty));
+    /* (Empty slabs kept before, of any bin, may have been used meanwhile: at most as many
+     * more as a batch.) */
+    cr_expect_lt(s1.nslabs_empty, s0.nslabs_empty + BATCH_PAGES / GROW_SLAB_PAGES,
+                 "%lu empty slabs kept after, %lu before", (unsigned long)s1.nslabs_empty,
+                 (unsigned long)s0.nslabs_empty);
     free_all(v);
     tt_assert_heap_ok("after the growth");
 }
@@ -1747,8 +1750,9 @@ Test(fault, a_bin_with_one_slab_cuts_nothing_ahead, .timeout = 60)
     cr_assert(p != NULL);
     tide_stats_t s1 = tt_stats();
     cr_expect_leq(s1.nslabs_made - s0.nslabs_made, 1);
-    cr_expect_eq(s1.nslabs_empty, s0.nslabs_empty, "a first slab cut %lu ahead",
-                 (unsigned long)(s1.nslabs_empty - s0.nslabs_empty));
+    /* (A kept slab may serve it: the count may fall, never rise.) */
+    cr_expect_leq(s1.nslabs_empty, s0.nslabs_empty, "%lu empty slabs kept after, %lu before",
+                  (unsigned long)s1.nslabs_empty, (unsigned long)s0.nslabs_empty);
     free(p);
 }
 
